@@ -1,0 +1,56 @@
+// The seam between planning and algorithms. Each algorithm family (one folder
+// under src/impl/) offers Implementations; planning walks the ordered list for
+// an operation and takes the first that accepts the problem.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "problem/spec.hpp"
+#include "runtime/cpu.hpp"
+
+namespace convbwd::detail {
+
+class ThreadPool;
+
+// Buffers of one operation, as in OpSpec (a, b operands; dst output), plus the
+// workspace the kernel asked for (64-byte aligned when the caller's is).
+struct OpArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* dst = nullptr;
+  std::byte* workspace = nullptr;
+};
+
+struct PlanContext {
+  Isa isa = Isa::scalar;
+  int threads = 1;
+};
+
+// An implementation planned for one OpSpec: tiling chosen, workspace sized.
+// run() is const and may be called from several threads at once with
+// different workspaces.
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual size_t workspace_bytes() const { return 0; }
+  virtual void run(const OpArgs&, ThreadPool&) const = 0;
+};
+
+struct Implementation {
+  std::string_view name;
+  // A planned kernel, or nullptr with *why_not saying why it declines.
+  std::unique_ptr<OpKernel> (*plan)(const OpSpec&, const PlanContext&, std::string* why_not);
+};
+
+// The ordered list for an operation: fastest first, the reference last (it
+// accepts everything).
+std::span<const Implementation> implementations(Op);
+
+// Reduction length of an operation (0: every output is an empty sum).
+int64_t reduction_length(const OpSpec&);
+
+}  // namespace convbwd::detail

@@ -1,0 +1,11 @@
+// Every Implementation the registry lists. Each is defined in its own folder.
+#pragma once
+
+#include "impl/implementation.hpp"
+
+namespace convbwd::detail {
+
+extern const Implementation kZerosImpl;
+extern const Implementation kReferenceImpl;
+
+}  // namespace convbwd::detail

@@ -1,0 +1,163 @@
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "convbwd/convbwd.hpp"
+#include "plan/plan_state.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace convbwd {
+namespace detail {
+
+PlannedOp plan_op(const OpSpec& spec, const PlanContext& ctx) {
+  static const bool verbose = std::getenv("CONVBWD_VERBOSE") != nullptr;
+  PlannedOp p;
+  p.active = true;
+  p.spec = spec;
+  for (const Implementation& impl : implementations(spec.op)) {
+    std::string why;
+    p.kernel = impl.plan(spec, ctx, &why);
+    if (p.kernel) {
+      p.impl = &impl;
+      if (verbose) std::fprintf(stderr, "convbwd: %s: chose %.*s\n", std::string(to_string(spec.op)).c_str(),
+                                static_cast<int>(impl.name.size()), impl.name.data());
+      return p;
+    }
+    if (verbose)
+      std::fprintf(stderr, "convbwd: %s: %.*s declined: %s\n", std::string(to_string(spec.op)).c_str(),
+                   static_cast<int>(impl.name.size()), impl.name.data(), why.c_str());
+  }
+  return p;  // unreachable: the reference accepts everything
+}
+
+namespace {
+
+double op_flops(const OpSpec& op) {
+  const Geometry& g = op.geo;
+  const double pairs = static_cast<double>(g.n) * static_cast<double>(g.groups) * static_cast<double>(g.k) *
+                       static_cast<double>(g.c) * static_cast<double>(g.k_spatial()) *
+                       static_cast<double>(g.y_spatial());
+  if (op.op == Op::bias) return static_cast<double>(op.a.elements());
+  return 2 * pairs;  // an upper bound where padding cuts taps off; the usual convention
+}
+
+struct Range {
+  uintptr_t lo = 0, hi = 0;  // [lo, hi)
+  bool empty() const { return lo == hi; }
+};
+
+Range byte_range(const void* base, const View& v) {
+  if (!base || v.empty()) return {};
+  int64_t last = v.offset;
+  for (int i = 0; i < v.rank; ++i) last += (v.dims[i] - 1) * v.strides[i];
+  const auto es = static_cast<int64_t>(size_of(v.dtype));
+  const auto b = reinterpret_cast<uintptr_t>(base);
+  return {b + static_cast<uintptr_t>(v.offset * es), b + static_cast<uintptr_t>((last + 1) * es)};
+}
+
+bool overlap(Range a, Range b) { return !a.empty() && !b.empty() && a.lo < b.hi && b.lo < a.hi; }
+
+}  // namespace
+}  // namespace detail
+
+Result<Plan> Plan::create(const Problem& problem) {
+  auto spec = detail::validate(problem);
+  if (!spec) return spec.error();
+  auto st = std::make_shared<detail::PlanState>();
+  st->spec = std::move(spec.value());
+  detail::PlanContext ctx;
+  ctx.isa = detail::active_isa();
+  ctx.threads = std::min(detail::configured_threads(), detail::ThreadPool::global().size());
+  st->threads = ctx.threads;
+  for (int i = 0; i < 3; ++i) {
+    if (!st->spec.mask[i] || st->spec.grads[i].empty()) continue;
+    const detail::OpSpec op = st->spec.op_for(static_cast<Gradient>(i));
+    st->ops[i] = detail::plan_op(op, ctx);
+    st->workspace = std::max(st->workspace, st->ops[i].kernel->workspace_bytes());
+    st->flops += detail::op_flops(op);
+  }
+  return Plan(std::move(st));
+}
+
+const Problem& Plan::problem() const { return s_->spec.problem; }
+size_t Plan::workspace_size() const { return s_->workspace; }
+double Plan::flops() const { return s_->flops; }
+
+std::string_view Plan::implementation(Gradient g) const {
+  const auto& op = s_->ops[static_cast<int>(g)];
+  if (op.impl) return op.impl->name;
+  if (s_->spec.mask[static_cast<int>(g)]) return "empty";  // requested, zero elements: nothing to do
+  return "";
+}
+
+Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) const {
+  using detail::Range;
+  const detail::Spec& sp = s_->spec;
+  const char* const names[3] = {"gradInput", "gradWeight", "gradBias"};
+  void* const outs[3] = {b.grad_input, b.grad_weight, b.grad_bias};
+  // Everything is checked before anything is written.
+  struct Operand {
+    const char* name;
+    const void* ptr;
+    const detail::View* view;
+    bool needed;
+  };
+  // gradOutput feeds every gradient, input only gradWeight, weight only gradInput.
+  const bool any = s_->ops[0].active || s_->ops[1].active || s_->ops[2].active;
+  const Operand inputs[3] = {{"gradOutput", b.grad_output, &sp.grad_output, any && !sp.grad_output.empty()},
+                             {"input", b.input, &sp.input, s_->ops[1].active && !sp.input.empty()},
+                             {"weight", b.weight, &sp.weight, s_->ops[0].active && !sp.weight.empty()}};
+  for (const auto& in : inputs)
+    if (in.needed && !in.ptr) return Error{Status::null_pointer, std::string(in.name) + " buffer is null"};
+  for (int i = 0; i < 3; ++i)
+    if (s_->ops[i].active && !outs[i])
+      return Error{Status::null_pointer, std::string(names[i]) + " is requested but its buffer is null"};
+  if (workspace_bytes < s_->workspace)
+    return Error{Status::invalid_parameter, "workspace of " + std::to_string(workspace_bytes) +
+                                                " bytes is smaller than the " + std::to_string(s_->workspace) +
+                                                " bytes the plan needs"};
+  if (s_->workspace > 0 && !workspace)
+    return Error{Status::null_pointer, "workspace is null; the plan needs " + std::to_string(s_->workspace) + " bytes"};
+  // Outputs may not overlap the inputs, each other or the workspace.
+  Range out_ranges[3];
+  for (int i = 0; i < 3; ++i)
+    if (s_->ops[i].active) out_ranges[i] = detail::byte_range(outs[i], sp.grads[i]);
+  const Range ws{reinterpret_cast<uintptr_t>(workspace), reinterpret_cast<uintptr_t>(workspace) + s_->workspace};
+  for (int i = 0; i < 3; ++i) {
+    if (out_ranges[i].empty()) continue;
+    for (const auto& in : inputs)
+      if (in.ptr && detail::overlap(out_ranges[i], detail::byte_range(in.ptr, *in.view)))
+        return Error{Status::invalid_parameter,
+                     std::string(names[i]) + " buffer overlaps " + in.name + "; outputs must not alias inputs"};
+    for (int j = i + 1; j < 3; ++j)
+      if (detail::overlap(out_ranges[i], out_ranges[j]))
+        return Error{Status::invalid_parameter, std::string(names[i]) + " buffer overlaps " + names[j]};
+    if (detail::overlap(out_ranges[i], ws))
+      return Error{Status::invalid_parameter, std::string(names[i]) + " buffer overlaps the workspace"};
+  }
+
+  auto& pool = detail::ThreadPool::global();
+  for (int i = 0; i < 3; ++i) {
+    const auto& op = s_->ops[i];
+    if (!op.active) continue;
+    detail::OpArgs args;
+    args.dst = outs[i];
+    args.workspace = static_cast<std::byte*>(workspace);
+    const bool tr = sp.problem.transposed;
+    switch (static_cast<Gradient>(i)) {
+      case Gradient::input:
+        args.a = b.grad_output;
+        args.b = b.weight;
+        break;
+      case Gradient::weight:
+        args.a = tr ? b.input : b.grad_output;
+        args.b = tr ? b.grad_output : b.input;
+        break;
+      case Gradient::bias: args.a = b.grad_output; break;
+    }
+    op.kernel->run(args, pool);
+  }
+  return {};
+}
+
+}  // namespace convbwd

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "impl/implementation.hpp"
+#include "problem/spec.hpp"
+
+namespace convbwd::detail {
+
+struct PlannedOp {
+  bool active = false;  // requested and with a non-empty output
+  OpSpec spec;
+  const Implementation* impl = nullptr;
+  std::unique_ptr<OpKernel> kernel;
+};
+
+struct PlanState {
+  Spec spec;
+  std::array<PlannedOp, 3> ops;  // gradInput, gradWeight, gradBias
+  size_t workspace = 0;
+  int threads = 1;
+  double flops = 0;
+};
+
+// Plans one operation: the first implementation of its list that accepts.
+// With CONVBWD_VERBOSE set, prints why each earlier one declined.
+PlannedOp plan_op(const OpSpec&, const PlanContext&);
+
+}  // namespace convbwd::detail

@@ -1,0 +1,112 @@
+#include "runtime/thread_pool.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "convbwd/convbwd.hpp"
+
+namespace convbwd::detail {
+namespace {
+std::atomic<int> g_requested_threads{0};
+
+int default_threads() {
+  if (const char* e = std::getenv("CONVBWD_NUM_THREADS")) {
+    const int n = std::atoi(e);
+    if (n > 0) return std::min(n, 256);
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+}  // namespace
+
+int configured_threads() {
+  const int n = g_requested_threads.load();
+  return n > 0 ? n : default_threads();
+}
+
+ThreadPool& ThreadPool::global() {
+  // Sized for the largest request seen at first use; plans never use more
+  // threads than the pool has, so a later larger request just runs narrower.
+  static ThreadPool pool(std::max(configured_threads(), default_threads()));
+  return pool;
+}
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::work(int thread) {
+  for (;;) {
+    int64_t t;
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (next_ >= tasks_) return;
+      t = next_++;
+    }
+    fn_(ctx_, t, thread);
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> l(m_);
+      wake_.wait(l, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (index >= job_threads_) continue;
+      ++running_;
+    }
+    work(index);
+    {
+      std::lock_guard<std::mutex> l(m_);
+      --running_;
+    }
+    done_.notify_all();
+  }
+}
+
+void ThreadPool::run(int64_t tasks, int max_threads, TaskFn fn, void* ctx) {
+  if (tasks <= 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>({static_cast<int64_t>(max_threads),
+                                                          static_cast<int64_t>(size()), tasks}));
+  std::unique_lock<std::mutex> owner(busy_, std::try_to_lock);
+  if (threads <= 1 || !owner.owns_lock()) {
+    for (int64_t t = 0; t < tasks; ++t) fn(ctx, t, 0);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> l(m_);
+    fn_ = fn;
+    ctx_ = ctx;
+    tasks_ = tasks;
+    next_ = 0;
+    job_threads_ = threads;
+    ++generation_;
+  }
+  wake_.notify_all();
+  work(0);
+  std::unique_lock<std::mutex> l(m_);
+  // Wait until every task is handed out and every worker that joined is out.
+  done_.wait(l, [&] { return next_ >= tasks_ && running_ == 0; });
+  // A worker that wakes late sees next_ >= tasks_ and leaves at once; one that
+  // has not woken yet must not join this finished job.
+  tasks_ = 0;
+}
+
+}  // namespace convbwd::detail
+
+namespace convbwd {
+void set_num_threads(int n) { detail::g_requested_threads.store(n > 0 ? n : 0); }
+int num_threads() { return std::min(detail::configured_threads(), detail::ThreadPool::global().size()); }
+}  // namespace convbwd

@@ -1,0 +1,66 @@
+// Test utilities: host tensors with any layout, seeded data, and the one
+// definition of the comparison tolerance.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convbwd/convbwd.hpp"
+
+namespace convbwd::test {
+
+enum class Layout {
+  contiguous,     // row-major NC...
+  channels_last,  // memory order N, spatial..., C, seen as NC...
+  padded,         // row-major with a gap after every dim and an offset
+  reversed,       // memory order reversed (last dim slowest)
+};
+const char* to_string(Layout);
+
+enum class Fill {
+  small_ints,  // integers in [-3, 3]: fp32 sums stay exact
+  uniform,     // uniform in [-1, 1]
+};
+
+// A tensor view into storage it owns. Storage is bigger than the view for
+// padded layouts; bytes outside the view hold a canary pattern.
+struct HostTensor {
+  TensorDesc desc;
+  std::vector<unsigned char> storage;
+  void* data() { return storage.data(); }
+  const void* data() const { return storage.data(); }
+  int64_t elements() const;
+  // The element at row-major position i of the view, decoded to double.
+  double at(int64_t i) const;
+  // Storage index of row-major view position i.
+  int64_t storage_index(int64_t i) const;
+};
+
+HostTensor make_tensor(DataType dtype, const std::vector<int64_t>& dims, Layout layout);
+void fill(HostTensor& t, Fill kind, std::mt19937_64& rng);
+
+// The tolerance for one output element: one ulp of the output dtype at |ref|,
+// plus the fp32 accumulation bound n*u*sum|products|, plus the smallest fp16
+// spacing (2^-24) for values that round into subnormals.
+double tolerance(DataType out, double ref, double sum_abs_products, int64_t reduction_length);
+
+struct Comparison {
+  bool pass = true;
+  double worst_scaled_error = 0;  // max |got-ref| / tolerance
+  std::string first_failure;      // "gradWeight[3]: got ..., want ..., tolerance ..."
+};
+
+// Runs `problem` through Plan::execute and through the reference on the same
+// seeded data, with the given layouts, and compares every requested output.
+// With exact = true (small-integer data), fp32 outputs must match bit for bit.
+struct CheckOptions {
+  Layout in_layout = Layout::contiguous;   // gradOutput, input, weight
+  Layout out_layout = Layout::contiguous;  // gradInput, gradWeight, gradBias
+  Fill fill = Fill::uniform;
+  uint64_t seed = 1;
+};
+Comparison check_against_reference(const Problem& problem, const CheckOptions& = {});
+
+}  // namespace convbwd::test
