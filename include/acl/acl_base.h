@@ -72,7 +72,11 @@ typedef enum {
   ACL_HIFLOAT8 = 34,
   ACL_FLOAT8_E5M2 = 35,
   ACL_FLOAT8_E4M3FN = 36,
-  ACL_FLOAT8_E8M0 = 37
+  ACL_FLOAT8_E8M0 = 37,
+  /* Not a type. It widens the enum's range to every int, so that an unknown
+   * value from a caller is a value the library can report, not undefined
+   * behaviour in C++. Likewise in the enums below. */
+  ACL_DT_RESERVED_INT_MAX_ = 0x7fffffff
 } aclDataType;
 
 typedef enum {
@@ -90,7 +94,8 @@ typedef enum {
   ACL_FORMAT_NDC1HWC0 = 32,
   ACL_FRACTAL_Z_3D = 33, /* sic: CANN spells this one without FORMAT_ */
   ACL_FORMAT_NC = 35,
-  ACL_FORMAT_NCL = 47
+  ACL_FORMAT_NCL = 47,
+  ACL_FORMAT_RESERVED_INT_MAX_ = 0x7fffffff
 } aclFormat;
 
 /* IEEE binary16 <-> binary32, round to nearest even. */

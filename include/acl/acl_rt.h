@@ -24,7 +24,10 @@ typedef enum {
   ACL_MEMCPY_HOST_TO_DEVICE = 1,
   ACL_MEMCPY_DEVICE_TO_HOST = 2,
   ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
-  ACL_MEMCPY_DEFAULT = 4
+  ACL_MEMCPY_DEFAULT = 4,
+  /* Not a kind: widens the range to every int (see acl_base.h). */
+  ACL_MEMCPY_RESERVED_INT_MIN_ = -0x7fffffff - 1,
+  ACL_MEMCPY_RESERVED_INT_MAX_ = 0x7fffffff
 } aclrtMemcpyKind;
 
 /* Page policies of device memory. The host has one kind of memory, so the
@@ -32,11 +35,15 @@ typedef enum {
 typedef enum {
   ACL_MEM_MALLOC_HUGE_FIRST = 0,
   ACL_MEM_MALLOC_HUGE_ONLY = 1,
-  ACL_MEM_MALLOC_NORMAL_ONLY = 2
+  ACL_MEM_MALLOC_NORMAL_ONLY = 2,
+  ACL_MEM_MALLOC_RESERVED_INT_MIN_ = -0x7fffffff - 1,
+  ACL_MEM_MALLOC_RESERVED_INT_MAX_ = 0x7fffffff
 } aclrtMemMallocPolicy;
 
 typedef enum {
-  ACL_OPT_DETERMINISTIC = 0
+  ACL_OPT_DETERMINISTIC = 0,
+  ACL_OPT_RESERVED_INT_MIN_ = -0x7fffffff - 1,
+  ACL_OPT_RESERVED_INT_MAX_ = 0x7fffffff
 } aclSysParamOpt;
 
 /* Device 0 only; other ids give ACL_ERROR_INVALID_DEVICE. */
