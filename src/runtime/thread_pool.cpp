@@ -25,14 +25,18 @@ int configured_threads() {
 }
 
 ThreadPool& ThreadPool::global() {
-  // Sized for the largest request seen at first use; plans never use more
-  // threads than the pool has, so a later larger request just runs narrower.
-  static ThreadPool pool(std::max(configured_threads(), default_threads()));
+  static ThreadPool pool(configured_threads());
   return pool;
 }
 
-ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+ThreadPool::ThreadPool(int threads) { grow(threads); }
+
+void ThreadPool::grow(int threads) {
+  std::lock_guard<std::mutex> owner(busy_);  // no job runs while workers are added
+  for (int i = size(); i < threads; ++i) {
+    workers_.emplace_back([this, i] { worker_loop(i); });
+    size_.store(i + 1, std::memory_order_release);
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -107,6 +111,9 @@ void ThreadPool::run(int64_t tasks, int max_threads, TaskFn fn, void* ctx) {
 }  // namespace convbwd::detail
 
 namespace convbwd {
-void set_num_threads(int n) { detail::g_requested_threads.store(n > 0 ? n : 0); }
+void set_num_threads(int n) {
+  detail::g_requested_threads.store(n > 0 ? std::min(n, 256) : 0);
+  detail::ThreadPool::global().grow(detail::configured_threads());
+}
 int num_threads() { return std::min(detail::configured_threads(), detail::ThreadPool::global().size()); }
 }  // namespace convbwd

@@ -4,6 +4,7 @@
 // Running a job allocates nothing.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -23,7 +24,9 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  int size() const { return size_.load(std::memory_order_acquire); }
+  // Adds workers until the pool has `threads` (waits for a running job).
+  void grow(int threads);
 
   // Runs fn(ctx, t, thread) for every t in [0, tasks), with thread in
   // [0, max_threads). If the pool is busy with another caller's job, the
@@ -42,6 +45,7 @@ class ThreadPool {
   void work(int thread);
 
   std::vector<std::thread> workers_;
+  std::atomic<int> size_{1};  // workers + the calling thread
   std::mutex busy_;  // held by the caller owning the current job
   std::mutex m_;
   std::condition_variable wake_, done_;
