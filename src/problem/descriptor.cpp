@@ -55,6 +55,9 @@ Result<Problem> Problem::parse(std::string_view desc) {
     }
     size_t end = pos;
     while (end < desc.size() && std::islower(static_cast<unsigned char>(desc[end]))) ++end;
+    // "dt" takes a dtype name as its value, which has letters too (dtbf16):
+    // no other token starts with "dt", so the name stops after those two.
+    if (end - pos > 2 && desc.substr(pos, 2) == "dt") end = pos + 2;
     const std::string name(desc.substr(pos, end - pos));
     if (name.empty())
       return bad(desc, "unexpected '" + std::string(1, desc[pos]) + "' at position " + std::to_string(pos) +
