@@ -31,6 +31,7 @@
 #include "numeric/fp8.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -102,17 +103,72 @@ uint8_t hif8_encode_exact(double r) {
   return static_cast<uint8_t>(row.prefix | (exp_field << row.mantissa_bits) | mant);
 }
 
-}  // namespace
+// ---- decoding: 256-entry tables built at compile time ---------------------------
+// The reference and the packing routines decode once per element read, so a
+// decode is one load. std::ldexp is not constexpr in C++20; products of exact
+// powers of two are.
 
-float e4m3fn_to_float(uint8_t code) {
-  const bool negative = (code & 0x80) != 0;
-  const int exp_field = (code >> 3) & 0xf;
-  const int mant = code & 0x7;
-  if ((code & 0x7f) == kE4m3NanCode) return std::copysign(std::numeric_limits<float>::quiet_NaN(), negative ? -1.f : 1.f);
-  const float mag = exp_field == 0 ? std::ldexp(static_cast<float>(mant), kE4m3MinExp - 3)
-                                   : std::ldexp(static_cast<float>(8 + mant), exp_field - kE4m3Bias - 3);
+constexpr float pow2f(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
+}
+
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
+constexpr float kPosNan = std::bit_cast<float>(0x7fc00000u);
+constexpr float kNegNan = std::bit_cast<float>(0xffc00000u);
+
+constexpr float e4m3_decode(unsigned code) {
+  const bool negative = (code & 0x80u) != 0;
+  const int exp_field = static_cast<int>((code >> 3) & 0xfu);
+  const int mant = static_cast<int>(code & 0x7u);
+  if ((code & 0x7fu) == kE4m3NanCode) return negative ? kNegNan : kPosNan;
+  const float mag = exp_field == 0 ? static_cast<float>(mant) * pow2f(kE4m3MinExp - 3)
+                                   : static_cast<float>(8 + mant) * pow2f(exp_field - kE4m3Bias - 3);
   return negative ? -mag : mag;
 }
+
+constexpr float hif8_decode(unsigned code) {
+  const bool negative = (code & 0x80u) != 0;
+  const unsigned body = code & 0x7fu;
+  if (body == 0) return negative ? kPosNan : 0.0f;
+  if (body == kHif8InfCode) return negative ? -kPosInf : kPosInf;
+  float mag = 0;
+  if (body < 0x08) {  // dot 0000: denormal 2^(M - 23)
+    mag = pow2f(static_cast<int>(body) - kHif8DenormalBias);
+  } else {
+    // Read the dot prefix code from bit 6 down: 1x -> D = 3 + x; 01 -> 2;
+    // 001 -> 1; 0001 -> 0.
+    const int d = body >= 0x20 ? static_cast<int>(body >> 5) + 1 : body >= 0x10 ? 1 : 0;
+    const DotRow& row = kDot[d];
+    const unsigned mant = body & ((1u << row.mantissa_bits) - 1);
+    int e = 0;
+    if (d > 0) {
+      const unsigned exp_field = (body >> row.mantissa_bits) & ((1u << d) - 1);
+      const int mag_e = static_cast<int>((1u << (d - 1)) | (exp_field & ((1u << (d - 1)) - 1)));
+      e = (exp_field >> (d - 1)) != 0 ? -mag_e : mag_e;
+    }
+    mag = static_cast<float>((1u << row.mantissa_bits) | mant) * pow2f(e - row.mantissa_bits);
+  }
+  return negative ? -mag : mag;
+}
+
+template <class Decode>
+constexpr std::array<float, 256> table_of(Decode decode) {
+  std::array<float, 256> t{};
+  for (unsigned c = 0; c < 256; ++c) t[c] = decode(c);
+  return t;
+}
+
+constexpr std::array<float, 256> kE4m3Table = table_of(e4m3_decode);
+constexpr std::array<float, 256> kHif8Table = table_of(hif8_decode);
+static_assert(kE4m3Table[0x7e] == 448.0f && kE4m3Table[0x01] == pow2f(-9) && kE4m3Table[0x38] == 1.0f);
+static_assert(kHif8Table[0x6e] == 32768.0f && kHif8Table[0x01] == pow2f(-22) && kHif8Table[0x08] == 1.0f);
+
+}  // namespace
+
+float e4m3fn_to_float(uint8_t code) { return kE4m3Table[code]; }
 
 uint8_t double_to_e4m3fn(double v) {
   const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
@@ -133,30 +189,7 @@ uint8_t double_to_e4m3fn(double v) {
   return static_cast<uint8_t>(sign | (static_cast<unsigned>(re + kE4m3Bias) << 3) | mant);
 }
 
-float hif8_to_float(uint8_t code) {
-  const bool negative = (code & 0x80) != 0;
-  const unsigned body = code & 0x7fu;
-  if (body == 0) return negative ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-  if (body == kHif8InfCode) return negative ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  float mag = 0;
-  if (body < 0x08) {  // dot 0000: denormal 2^(M - 23)
-    mag = std::ldexp(1.0f, static_cast<int>(body) - kHif8DenormalBias);
-  } else {
-    // Read the dot prefix code from bit 6 down: 1x -> D = 3 + x; 01 -> 2;
-    // 001 -> 1; 0001 -> 0.
-    const int d = body >= 0x20 ? static_cast<int>(body >> 5) + 1 : body >= 0x10 ? 1 : 0;
-    const DotRow& row = kDot[d];
-    const unsigned mant = body & ((1u << row.mantissa_bits) - 1);
-    int e = 0;
-    if (d > 0) {
-      const unsigned exp_field = (body >> row.mantissa_bits) & ((1u << d) - 1);
-      const int mag_e = static_cast<int>((1u << (d - 1)) | (exp_field & ((1u << (d - 1)) - 1)));
-      e = (exp_field >> (d - 1)) != 0 ? -mag_e : mag_e;
-    }
-    mag = std::ldexp(static_cast<float>((1u << row.mantissa_bits) | mant), e - row.mantissa_bits);
-  }
-  return negative ? -mag : mag;
-}
+float hif8_to_float(uint8_t code) { return kHif8Table[code]; }
 
 uint8_t double_to_hif8(double v) {
   if (std::isnan(v)) return kHif8NanCode;
