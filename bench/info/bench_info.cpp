@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
     line += ",\"weight\":" + json_ints(pr.weight.dims);
     line += ",\"dtypes\":[" + json_string(to_string(pr.grad_output.dtype)) + "," +
             json_string(to_string(pr.input.dtype)) + "," + json_string(to_string(pr.weight.dtype)) + "]";
+    line += ",\"gradient_dtypes\":[" + json_string(to_string(pr.gradient_dtype(Gradient::input))) + "," +
+            json_string(to_string(pr.gradient_dtype(Gradient::weight))) + "," +
+            json_string(to_string(pr.gradient_dtype(Gradient::bias))) + "]";
     line += ",\"stride\":" + json_ints(pr.stride);
     line += ",\"padding_before\":" + json_ints(pr.padding_before);
     line += ",\"padding_after\":" + json_ints(pad_after);
