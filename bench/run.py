@@ -348,6 +348,7 @@ def main():
 
     build = os.path.abspath(args.build or os.path.join(ROOT, "build"))
     lib_path = args.lib or os.path.join(build, "libconvbwd.so")
+    args.lib_path = lib_path
     if not os.path.exists(lib_path):
         sys.exit(f"bench/run.py: {lib_path} is missing. Build first:\n"
                  f"    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build\n"
@@ -560,12 +561,46 @@ def main():
     return 1 if bad else 0
 
 
+def machine():
+    """lscpu's model, CPU count and the SIMD flags that matter here."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return "unknown (no lscpu)"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    flags = fields.get("Flags", "").split()
+    simd = [f for f in flags if f in ("avx", "avx2", "fma", "f16c") or f.startswith("avx512")]
+    return (f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs "
+            f"(family {fields.get('CPU family', '?').strip()}, model {fields.get('Model', '?').strip()}), "
+            f"SIMD flags: {' '.join(simd) or 'none'}")
+
+
+def source_commit(lib_path):
+    """The git commit of the source tree the library was built from, when the
+    build directory's CMakeCache names one that is a git checkout."""
+    cache = os.path.join(os.path.dirname(os.path.abspath(lib_path)), "CMakeCache.txt")
+    src = ROOT
+    if os.path.exists(cache):
+        for line in open(cache):
+            if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                src = line.split("=", 1)[1].strip()
+    r = subprocess.run(["git", "-C", src, "describe", "--always", "--dirty"], capture_output=True, text=True)
+    if r.returncode == 0:
+        return r.stdout.strip()
+    stamp = os.path.join(src, "SOURCE_COMMIT")
+    return open(stamp).read().strip() if os.path.exists(stamp) else "unknown"
+
+
 def write_markdown(path, table, ratios, cpu, peak, torch, args):
     def f(v, spec):
         return "-" if v is None else format(v, spec)
-    lines = [f"Threads {args.threads}, rounds {args.repeats} (median; min in brackets), "
+    lines = [f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Library: `{args.lib_path}`"
+             f" (source commit {source_commit(args.lib_path)}).", "",
+             f"Machine: {machine()}.", "",
+             f"Command: `/usr/bin/python3 bench/run.py {' '.join(sys.argv[1:])}`", "",
+             f"Threads {args.threads}, up to {args.repeats} rounds (median; min in brackets), "
              f"PyTorch {torch.__version__ if torch else 'not run'}.", "",
-             f"CPU: {cpu}", "",
+             f"Probe CPU line: {cpu}", "",
              f"Peaks ({args.threads} threads, bench/peak): fp32 {peak['fp32_gflops']} GFLOP/s "
              f"({peak['fp32_gflops_per_core']} per core), bf16 {peak['bf16_gflops']} GFLOP/s ({peak['bf16_source']}), "
              f"triad {peak['triad_gbs']} GB/s.", "",
