@@ -7,6 +7,7 @@
 #include <charconv>
 #include <map>
 
+#include "problem/checked.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd {
@@ -186,16 +187,22 @@ Result<Problem> Problem::parse(std::string_view desc) {
   // Output size: implied; a given one must agree.
   std::vector<int64_t> implied = {mb, oc};
   for (int d = 0; d < sp; ++d) {
-    const int64_t span = dil[d] * (k[d] - 1);
-    int64_t o;
-    if (!transposed)
-      o = s[d] > 0 ? (in[d] + pb[d] + pa[d] - span - 1) / s[d] + 1 : 0;
-    else
-      o = (in[d] - 1) * s[d] - pb[d] - pa[d] + span + op[d] + 1;
-    implied.push_back(o);
-    if (have_out && out[d] != o)
+    // Checked: the numbers come from the user and may be as large as 2^63-1.
+    const detail::Checked span = detail::Checked(k[d] - 1) * dil[d];
+    detail::Checked o(0);
+    if (!transposed) {
+      const detail::Checked num = detail::Checked(in[d]) + pb[d] + pa[d] - 1 + detail::Checked(-1) * span;
+      o = !num.ok() ? num : s[d] > 0 ? detail::Checked(num.value() / s[d]) + 1 : detail::Checked(0);
+    } else {
+      o = detail::Checked(in[d] - 1) * s[d] - pb[d] - pa[d] + span + op[d] + 1;
+    }
+    if (!o.ok())
+      return bad(desc, "the output size of spatial dim '" + token(kOutput, first_dim + d) +
+                           "' overflows 64 bits; expected sizes, strides, paddings and dilations that fit");
+    implied.push_back(o.value());
+    if (have_out && out[d] >= 0 && out[d] != o.value())  // -1: not given, nor any dim above it
       return bad(desc, token(kOutput, first_dim + d) + std::to_string(out[d]) + " does not match the output size " +
-                           std::to_string(o) + " implied by the other tokens");
+                           std::to_string(o.value()) + " implied by the other tokens");
   }
   p.grad_output.dims = implied;
   (void)sp;
