@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -346,6 +347,20 @@ TEST(Fp8Format, RandomValuesMatchTheOracle) {
     const double x = (coin(rng) ? -1 : 1) * std::exp2(log2mag(rng));
     ASSERT_EQ(unsigned{double_to_hif8(x)}, hif8_oracle(gh, x)) << "hif8 x = " << x;
     ASSERT_EQ(unsigned{double_to_e4m3fn(x)}, e4m3_oracle(ge, x)) << "e4m3 x = " << x;
+  }
+}
+
+TEST(Fp8Format, StridedSweepOfFloat32MatchesTheOracle) {
+  // Every 61st fp32 bit pattern from 2^-30 to 2^20: all mantissa patterns mod
+  // 61 reach every binade, both signs.
+  const Grid gh = grid_of(hif8_table), ge = grid_of(e4m3_table);
+  const uint32_t from = 0x30800000u, to = 0x49800000u;  // 2^-30, 2^20
+  for (uint32_t u = from; u < to; u += 61) {
+    for (uint32_t s : {0u, 0x80000000u}) {
+      const double x = std::bit_cast<float>(u | s);
+      ASSERT_EQ(unsigned{double_to_hif8(x)}, hif8_oracle(gh, x)) << "hif8 x = " << x;
+      ASSERT_EQ(unsigned{double_to_e4m3fn(x)}, e4m3_oracle(ge, x)) << "e4m3 x = " << x;
+    }
   }
 }
 

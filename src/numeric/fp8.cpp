@@ -23,31 +23,19 @@
 // 2^15 = 32768 (0x6E), the smallest normal 2^-15 (0x7E) and the smallest
 // denormal 2^-22 (0x01).
 //
-// Encoding is one rounding from fp64. Every fp64 value lies in some binade
-// [2^e, 2^(e+1)) whose grid spacing is 2^(e - mantissa bits of that binade),
-// so rounding to that quantum and re-encoding is exact: a carry out of the
-// binade lands on 2^(e+1), which every format here can represent (or which
-// saturates). Both multiplications by powers of two are exact in fp64.
+// Encoding is one rounding from fp64, done on the integer significand: a
+// value 1.f * 2^e keeps the mantissa bits of its binade [2^e, 2^(e+1)) and
+// rounds on the bits it drops. A carry out of the binade lands on 2^(e+1),
+// which both formats represent (with a zero mantissa) or which saturates.
 #include "numeric/fp8.hpp"
 
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cmath>
 #include <limits>
 
 namespace convbwd::detail {
 namespace {
-
-// Rounds a non-negative x (< 2^53) to an integer, half to even, independent
-// of the floating-point environment's rounding mode.
-double round_half_even(double x) {
-  const double f = std::floor(x);
-  const double d = x - f;  // exact: f and x share the binade or f = 0
-  if (d > 0.5) return f + 1;
-  if (d < 0.5) return f;
-  return std::fmod(f, 2.0) == 0 ? f : f + 1;
-}
 
 // ---- FLOAT8_E4M3FN ---------------------------------------------------------
 
@@ -56,6 +44,8 @@ constexpr int kE4m3MinExp = 1 - kE4m3Bias;  // -6, the smallest normal exponent
 constexpr double kE4m3Max = 448.0;
 constexpr uint8_t kE4m3MaxCode = 0x7e;
 constexpr uint8_t kE4m3NanCode = 0x7f;
+
+constexpr uint64_t kSigOne = uint64_t{1} << 52;  // fp64's implicit significand bit
 
 // ---- HiFloat8 --------------------------------------------------------------
 
@@ -83,25 +73,32 @@ constexpr DotRow kDot[5] = {
 
 // The exponent width D that a normal exponent needs: the bit width of |e|
 // (the leading magnitude bit is implicit, the sign takes its place).
-int hif8_width(int e) { return std::bit_width(static_cast<unsigned>(e < 0 ? -e : e)); }
+constexpr int hif8_width(int e) { return std::bit_width(static_cast<unsigned>(e < 0 ? -e : e)); }
 
-// Mantissa bits of the binade [2^e, 2^(e+1)); denormal binades have none.
-int hif8_mantissa_bits(int e) { return e < kHif8MinNormalExp ? 0 : kDot[hif8_width(e)].mantissa_bits; }
-
-// Code of a positive value r that HiFloat8 represents exactly (r <= 2^15).
-uint8_t hif8_encode_exact(double r) {
-  const int e = std::ilogb(r);
-  if (e < kHif8MinNormalExp) return static_cast<uint8_t>(e + kHif8DenormalBias);  // dot 0000, M = e + 23
+// Per binade [2^e, 2^(e+1)), e = -22..15: its mantissa bits and its code with
+// a zero mantissa (dot, exponent sign, exponent magnitude sans its leading 1;
+// for a denormal binade dot 0000 and M = e + 23).
+struct Binade {
+  int mantissa_bits;
+  uint8_t code;
+};
+constexpr Binade hif8_binade(int e) {
+  if (e < kHif8MinNormalExp) return {0, static_cast<uint8_t>(e + kHif8DenormalBias)};
   const int d = hif8_width(e);
   const DotRow& row = kDot[d];
-  const auto mant = static_cast<unsigned>(std::ldexp(r, row.mantissa_bits - e)) - (1u << row.mantissa_bits);
   unsigned exp_field = 0;
   if (d > 0) {
-    const unsigned mag = static_cast<unsigned>(e < 0 ? -e : e);
-    exp_field = ((e < 0 ? 1u : 0u) << (d - 1)) | (mag - (1u << (d - 1)));  // sign, then magnitude sans its leading 1
+    const auto mag = static_cast<unsigned>(e < 0 ? -e : e);
+    exp_field = ((e < 0 ? 1u : 0u) << (d - 1)) | (mag - (1u << (d - 1)));
   }
-  return static_cast<uint8_t>(row.prefix | (exp_field << row.mantissa_bits) | mant);
+  return {row.mantissa_bits, static_cast<uint8_t>(row.prefix | (exp_field << row.mantissa_bits))};
 }
+constexpr std::array<Binade, 38> kHif8Binades = [] {
+  std::array<Binade, 38> t{};
+  for (int e = kHif8MinDenormalExp; e <= 15; ++e) t[static_cast<size_t>(e - kHif8MinDenormalExp)] = hif8_binade(e);
+  return t;
+}();
+static_assert(kHif8Binades[15 - kHif8MinDenormalExp].code == kHif8MaxCode);
 
 // ---- decoding: 256-entry tables built at compile time ---------------------------
 // The reference and the packing routines decode once per element read, so a
@@ -163,57 +160,70 @@ constexpr std::array<float, 256> table_of(Decode decode) {
 
 constexpr std::array<float, 256> kE4m3Table = table_of(e4m3_decode);
 constexpr std::array<float, 256> kHif8Table = table_of(hif8_decode);
-static_assert(kE4m3Table[0x7e] == 448.0f && kE4m3Table[0x01] == pow2f(-9) && kE4m3Table[0x38] == 1.0f);
-static_assert(kHif8Table[0x6e] == 32768.0f && kHif8Table[0x01] == pow2f(-22) && kHif8Table[0x08] == 1.0f);
+static_assert(kE4m3Table[0x7e] == kE4m3Max && kE4m3Table[0x01] == pow2f(-9) && kE4m3Table[0x38] == 1.0f);
+static_assert(kHif8Table[0x6e] == kHif8Max && kHif8Table[0x01] == pow2f(-22) && kHif8Table[0x08] == 1.0f);
 
 }  // namespace
 
 float e4m3fn_to_float(uint8_t code) { return kE4m3Table[code]; }
 
 uint8_t double_to_e4m3fn(double v) {
-  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
-  if (std::isnan(v)) return static_cast<uint8_t>(sign | kE4m3NanCode);
+  const auto bits = std::bit_cast<uint64_t>(v);
+  const auto sign = static_cast<uint8_t>((bits >> 63) << 7);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  const uint64_t frac = bits & (kSigOne - 1);
   // No Inf in E4M3FN: infinities saturate like any other overflow, so that a
   // result keeps its sign and stays a number (the OCP "saturating" mode).
-  if (std::isinf(v)) return static_cast<uint8_t>(sign | kE4m3MaxCode);
-  const double a = std::fabs(v);
-  if (a == 0) return sign;  // E4M3FN keeps the sign of zero
-  const int e = std::max(std::ilogb(a), kE4m3MinExp);  // subnormals share the quantum of the lowest binade
-  const int quantum_exp = e - 3;
-  const double r = std::ldexp(round_half_even(std::ldexp(a, -quantum_exp)), quantum_exp);
-  if (r > kE4m3Max) return static_cast<uint8_t>(sign | kE4m3MaxCode);  // saturate (480 would be the NaN code)
-  if (r == 0) return sign;
-  const int re = std::ilogb(r);
-  if (re < kE4m3MinExp) return static_cast<uint8_t>(sign | static_cast<unsigned>(std::ldexp(r, 3 - kE4m3MinExp)));
-  const auto mant = static_cast<unsigned>(std::ldexp(r, 3 - re)) - 8u;
-  return static_cast<uint8_t>(sign | (static_cast<unsigned>(re + kE4m3Bias) << 3) | mant);
+  if (biased == 0x7ff) return static_cast<uint8_t>(sign | (frac != 0 ? kE4m3NanCode : kE4m3MaxCode));
+  const int e = biased - 1023;  // fp64 zeros and subnormals land far below
+  // Below 2^-10, half the smallest subnormal, everything rounds to (signed) zero.
+  if (e < kE4m3MinExp - 4) return sign;
+  if (e > 8) return static_cast<uint8_t>(sign | kE4m3MaxCode);
+  // q counts grid steps: 2^(e-3) in a normal binade, 2^-9 below 2^-6.
+  const int shift = 49 + std::max(kE4m3MinExp - e, 0);  // 49..53
+  const uint64_t sig = kSigOne | frac;
+  uint64_t q = sig >> shift;
+  const uint64_t rem = sig & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
+  if (rem > half || (rem == half && (q & 1) != 0)) ++q;  // ties to even
+  if (e < kE4m3MinExp) return static_cast<uint8_t>(sign | q);  // subnormal; q = 8 is the code of 2^-6
+  int re = e;
+  if (q == 16) {  // carried into the next binade
+    q = 8;
+    ++re;
+  }
+  // 1.111 * 2^8 = 480 is the NaN code: saturate at 448.
+  if (re > 8 || (re == 8 && q > 14)) return static_cast<uint8_t>(sign | kE4m3MaxCode);
+  return static_cast<uint8_t>(sign | (static_cast<unsigned>(re + kE4m3Bias) << 3) | (q - 8));
 }
 
 float hif8_to_float(uint8_t code) { return kHif8Table[code]; }
 
 uint8_t double_to_hif8(double v) {
-  if (std::isnan(v)) return kHif8NanCode;
-  const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  const auto bits = std::bit_cast<uint64_t>(v);
+  const auto sign = static_cast<uint8_t>((bits >> 63) << 7);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  const uint64_t frac = bits & (kSigOne - 1);
   // HiFloat8 has infinities: an infinite input (which an fp64 sum of 8-bit
-  // products only reaches from an infinite operand) stays infinite. Finite
-  // overflow saturates below.
-  if (std::isinf(v)) return static_cast<uint8_t>(sign | kHif8InfCode);
-  const double a = std::fabs(v);
-  // Everything from the largest finite value up saturates to it, as the
-  // operator's contract asks (in the paper's non-saturating mode values from
-  // 1.25 * 2^15 up would round to Inf instead).
-  if (a >= kHif8Max) return static_cast<uint8_t>(sign | kHif8MaxCode);
-  // Below 2^-22 the only neighbours are 0 and 2^-22: the quantum of the lowest
-  // denormal binade, which has no mantissa bits.
-  const int e = std::max(std::ilogb(a), kHif8MinDenormalExp);  // a == 0 gives a huge negative ilogb
-  const int quantum_exp = e - hif8_mantissa_bits(e);
-  // std::round rounds half away from zero whatever the rounding mode: the
-  // paper's TA rounding.
-  const double r = std::ldexp(std::round(std::ldexp(a, -quantum_exp)), quantum_exp);
-  // One zero only (0x80 is NaN), so a negative value that rounds to zero is +0.
-  if (r == 0) return 0x00;
-  if (r >= kHif8Max) return static_cast<uint8_t>(sign | kHif8MaxCode);
-  return static_cast<uint8_t>(sign | hif8_encode_exact(r));
+  // products only reaches from an infinite operand) stays infinite.
+  if (biased == 0x7ff) return frac != 0 ? kHif8NanCode : static_cast<uint8_t>(sign | kHif8InfCode);
+  const int e = biased - 1023;  // fp64 zeros and subnormals land far below
+  // Everything from the largest finite value 2^15 up saturates to it, as the
+  // operator's contract asks (the paper's non-saturating mode would round
+  // values from 1.25 * 2^15 up to Inf instead).
+  if (e >= 15) return static_cast<uint8_t>(sign | kHif8MaxCode);
+  // Below 2^-22 the neighbours are 0 and 2^-22, with the tie at 2^-23. There
+  // is one zero only (0x80 is NaN), so negative values that round to zero
+  // give +0.
+  if (e < kHif8MinDenormalExp - 1) return 0x00;
+  if (e == kHif8MinDenormalExp - 1) return static_cast<uint8_t>(sign | 0x01);
+  const Binade& b = kHif8Binades[static_cast<size_t>(e - kHif8MinDenormalExp)];
+  const int shift = 52 - b.mantissa_bits;
+  // Adding half a step before truncating rounds half away from zero on the
+  // magnitude: the paper's TA rounding.
+  const uint64_t q = ((kSigOne | frac) + (uint64_t{1} << (shift - 1))) >> shift;
+  if (q >> (b.mantissa_bits + 1) != 0)  // carried to 2^(e+1): a zero mantissa in the next binade
+    return static_cast<uint8_t>(sign | kHif8Binades[static_cast<size_t>(e + 1 - kHif8MinDenormalExp)].code);
+  return static_cast<uint8_t>(sign | b.code | (q - (uint64_t{1} << b.mantissa_bits)));
 }
 
 }  // namespace convbwd::detail
