@@ -627,6 +627,20 @@ TEST_P(Fp8Capi, RefusedUseReturns161002AndSaysWhy) {
     EXPECT_NE(std::string(aclGetRecentErrMsg()).find("transposed = true"), std::string::npos)
         << aclGetRecentErrMsg();
   }
+  {
+    // gradBias in the 8-bit dtype.
+    const bool mask_v[3] = {true, false, true};
+    std::unique_ptr<aclBoolArray, aclnnStatus (*)(const aclBoolArray*)> mask(aclCreateBoolArray(mask_v, 3),
+                                                                              aclDestroyBoolArray);
+    AclBuffer gb;
+    make_acl(gb, {2}, acl, 1, std::vector<unsigned char>(2, 0));
+    EXPECT_EQ(aclnnConvolutionBackwardGetWorkspaceSize(go.tensor.get(), in.tensor.get(), w.tensor.get(), bias.get(),
+                                                       stride.get(), pad.get(), dil.get(), true, outpad.get(), 1,
+                                                       mask.get(), 0, gi.tensor.get(), nullptr, gb.tensor.get(),
+                                                       &ws_size, &ex),
+              ACLNN_ERR_PARAM_INVALID);
+    EXPECT_NE(std::string(aclGetRecentErrMsg()).find("gradBias dtype"), std::string::npos) << aclGetRecentErrMsg();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Fp8Capi,
