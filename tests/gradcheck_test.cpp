@@ -134,7 +134,7 @@ void check_problem(const ConvParams& cp, DataType dt, Fill fill, uint64_t seed, 
   opt.in_layout = layouts[seed % 4];
   opt.out_layout = layouts[(seed / 4) % 4];
   const std::string where = repro(prob, opt) + " (" + cp.to_string() + ")";
-  Run r = run_problem(prob, opt);
+  RunResult r = run_problem(prob, opt);
   ASSERT_FALSE(r.error) << where << ": " << r.error.message;
 
   const std::vector<double> go = values(r.go), x = values(r.in), w = values(r.w);

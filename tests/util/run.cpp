@@ -5,8 +5,8 @@
 
 namespace convbwd::test {
 
-Run run_problem(const Problem& given, const RunOptions& opt) {
-  Run r;
+RunResult run_problem(const Problem& given, const RunOptions& opt) {
+  RunResult r;
   std::mt19937_64 rng(opt.seed);
   Problem p = given;
   r.go = make_tensor(given.grad_output.dtype, given.grad_output.dims, opt.in_layout);

@@ -18,7 +18,7 @@ struct RunOptions {
   uint64_t seed = 1;
 };
 
-struct Run {
+struct RunResult {
   Error error;          // Plan::create's or execute's, if any
   HostTensor go, in, w;  // the operands, as filled
   std::array<HostTensor, 3> outs;  // gradInput, gradWeight, gradBias (empty storage when not requested)
@@ -28,7 +28,7 @@ struct Run {
 
 // Fills the operands like check_against_reference does (same seed, same
 // order), plans and executes once.
-Run run_problem(const Problem&, const RunOptions& = {});
+RunResult run_problem(const Problem&, const RunOptions& = {});
 
 // "mb2ic3ih5oc4kh3 in=padded out=reversed seed=7": the one-line repro.
 std::string repro(const Problem&, const RunOptions&);
