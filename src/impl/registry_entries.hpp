@@ -6,6 +6,8 @@
 namespace convbwd::detail {
 
 extern const Implementation kZerosImpl;
+extern const Implementation kDepthwiseDirectImpl;  // src/impl/depthwise
+extern const Implementation kBiasReduceImpl;       // src/impl/bias
 extern const Implementation kReferenceImpl;
 
 }  // namespace convbwd::detail

@@ -1,0 +1,338 @@
+// Direct depthwise/grouped convolution kernels, written once over an 8-lane
+// vector type V (VecAvx2, VecScalar) and instantiated per ISA by
+// src/kernels/<isa>/depthwise_<isa>.cpp. Include only from those files, after
+// the header defining V.
+//
+// The scheme, for every op: a task owns whole output rows (fwd, bwd_data:
+// one (n, group); bwd_weights: one (group, block of out-channels) over all
+// of N), converts the rows it reads into fp32 scratch (operand rounding
+// applied there, width padding materialized as zeros, x rows split into
+// stride phases), and vectorizes along the width. Every output element is a
+// sum in a fixed order that depends only on the problem, so the bits do not
+// depend on the number of threads.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "impl/depthwise/depthwise_plan.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+template <class V>
+struct DwKernel {
+  using R = typename V::R;
+  static constexpr int64_t W = V::W;
+  static constexpr int kMaxBlock = 8;  // accumulators per row block (of 16 ymm)
+
+  // Loads one row of `count` elements from a view into out (fp32, rounded).
+  static void load_row(const void* base, const DwView& v, int64_t off, int64_t count, OperandRounding rnd,
+                       float* out) {
+    if (count <= 0) return;
+    if (v.sw == 1 || count == 1)
+      V::load_row(base, v.dtype, off, count, rnd, out);
+    else
+      dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
+  }
+
+  static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
+    if (v.sw == 1 || count == 1)
+      V::store_row(in, count, base, v.dtype, off);
+    else
+      dw_store_row_generic(in, count, base, v.dtype, off, v.sw);
+  }
+
+  // Packs one row of `count` elements into `phases` phase rows of `len`
+  // floats: padded column j = m*phases + q (j = i + pad for element i) goes to
+  // out[q*len + m]; columns outside the row are zero. tmp: count floats.
+  static void pack_row(const void* base, const DwView& v, int64_t off, int64_t count, int64_t pad, int64_t phases,
+                       int64_t len, OperandRounding rnd, float* out, float* tmp) {
+    if (phases == 1) {
+      const int64_t n = std::clamp<int64_t>(len - pad, 0, count);
+      const int64_t head = std::min(pad, len);
+      std::memset(out, 0, static_cast<size_t>(head) * sizeof(float));
+      load_row(base, v, off, n, rnd, out + head);
+      std::memset(out + head + n, 0, static_cast<size_t>(len - head - n) * sizeof(float));
+      return;
+    }
+    load_row(base, v, off, count, rnd, tmp);
+    for (int64_t q = 0; q < phases; ++q) {
+      float* o = out + q * len;
+      for (int64_t m = 0; m < len; ++m) {
+        const int64_t i = m * phases + q - pad;
+        o[m] = (i >= 0 && i < count) ? tmp[i] : 0.0f;
+      }
+    }
+  }
+
+  // Packs the x planes of channels [ch0, ch0+nch) of image n:
+  // x[c][d][h][q][lq].
+  static void pack_x(const DwPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nch,
+                     float* out, float* tmp) {
+    const int64_t row = p.sw * p.lq;
+    for (int64_t c = 0; c < nch; ++c)
+      for (int64_t d = 0; d < p.xd; ++d)
+        for (int64_t h = 0; h < p.xh; ++h) {
+          const int64_t off = v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh;
+          pack_row(base, v, off, p.xw, p.pw, p.sw, p.lq, p.rounding, out + ((c * p.xd + d) * p.xh + h) * row, tmp);
+        }
+  }
+
+  // Packs the dy planes of channels [ch0, ch0+nch) of image n into rows of
+  // `len` floats with `pad` zeros on the left: y[c][d][h][len].
+  static void pack_y(const DwPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nch,
+                     int64_t pad, int64_t len, float* out, float* tmp) {
+    for (int64_t c = 0; c < nch; ++c)
+      for (int64_t d = 0; d < p.yd; ++d)
+        for (int64_t h = 0; h < p.yh; ++h) {
+          const int64_t off = v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh;
+          pack_row(base, v, off, p.yw, pad, 1, len, p.rounding, out + ((c * p.yd + d) * p.yh + h) * len, tmp);
+        }
+  }
+
+  // Weights of group g, out-channels [k0, k0+nk): w[k][c][kd][kh][kw], rounded.
+  static void pack_w(const DwPlan& p, const void* base, int64_t g, int64_t k0, int64_t nk, float* out) {
+    const DwView& v = p.b;
+    for (int64_t k = 0; k < nk; ++k)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            const int64_t off = v.off + (g * p.k + k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh;
+            dw_load_row_generic(base, v.dtype, off, v.sw, p.kw, p.rounding,
+                                out + (((k * p.c + c) * p.kd + rd) * p.kh + rh) * p.kw);
+          }
+  }
+
+  // ---- fwd: y[k][o] = sum_{c, r} w[k][c][r] x[c][o*s - p + r*d] ----------
+
+  // NB vectors of one y row starting at column o0.
+  template <int NB>
+  static void fwd_block(const DwPlan& p, const float* xbuf, const float* wk, int64_t od, int64_t oh, int64_t o0,
+                        float* yrow) {
+    R acc[NB];
+    for (int j = 0; j < NB; ++j) acc[j] = V::zero();
+    const int64_t row = p.sw * p.lq;
+    for (int64_t c = 0; c < p.c; ++c) {
+      for (int64_t rd = 0; rd < p.kd; ++rd) {
+        const int64_t id = od * p.sd - p.pd + rd * p.dd;
+        if (id < 0 || id >= p.xd) continue;
+        for (int64_t rh = 0; rh < p.kh; ++rh) {
+          const int64_t ih = oh * p.sh - p.ph + rh * p.dh;
+          if (ih < 0 || ih >= p.xh) continue;
+          const float* xr = xbuf + ((c * p.xd + id) * p.xh + ih) * row + o0;
+          const float* wr = wk + ((c * p.kd + rd) * p.kh + rh) * p.kw;
+          for (int64_t rw = 0; rw < p.kw; ++rw) {
+            const int64_t t = rw * p.dw;
+            const float* xp = xr + (t % p.sw) * p.lq + t / p.sw;
+            const R wv = V::bcast(wr + rw);
+            for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(xp + j * W), acc[j]);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < NB; ++j) V::store(yrow + o0 + j * W, acc[j]);
+  }
+
+  template <class Block>
+  static void for_blocks(int64_t begin, int64_t end, Block&& block) {
+    // Whole vectors from begin up to end (end - begin a multiple of W).
+    for (int64_t o = begin; o < end;) {
+      const int64_t nb = std::min<int64_t>(kMaxBlock, (end - o) / W);
+      block(o, nb);
+      o += nb * W;
+    }
+  }
+
+#define CONVBWD_DW_DISPATCH(nb, call)       \
+  switch (nb) {                             \
+    case 1: call(1); break;                 \
+    case 2: call(2); break;                 \
+    case 3: call(3); break;                 \
+    case 4: call(4); break;                 \
+    case 5: call(5); break;                 \
+    case 6: call(6); break;                 \
+    case 7: call(7); break;                 \
+    default: call(8); break;                \
+  }
+
+  static void fwd(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+    const int64_t n = task / p.groups, g = task % p.groups;
+    float* xbuf = s + p.off_x;
+    float* wbuf = s + p.off_w;
+    float* yrow = s + p.off_row;
+    pack_x(p, a, p.a, n, g * p.c, p.c, xbuf, s + p.off_phase);
+    pack_w(p, b, g, 0, p.k, wbuf);
+    const int64_t ks = p.kd * p.kh * p.kw;
+    for (int64_t k = 0; k < p.k; ++k) {
+      const float* wk = wbuf + k * p.c * ks;
+      for (int64_t od = 0; od < p.yd; ++od)
+        for (int64_t oh = 0; oh < p.yh; ++oh) {
+          for_blocks(0, p.yw_pad, [&](int64_t o0, int64_t nb) {
+#define CONVBWD_DW_CALL(NB) fwd_block<NB>(p, xbuf, wk, od, oh, o0, yrow)
+            CONVBWD_DW_DISPATCH(nb, CONVBWD_DW_CALL)
+#undef CONVBWD_DW_CALL
+          });
+          const DwView& v = p.dst;
+          store_row(yrow, p.yw, dst, v, v.off + n * v.sn + (g * p.k + k) * v.sc + od * v.sd + oh * v.sh);
+        }
+    }
+  }
+
+  // ---- bwd_data: dx[c][i] = sum over (k, r, o) with o*s - p + r*d = i ----
+  // Padded column j = i + pw, split as j = m*sw + q: tap rw contributes to
+  // phase q = (rw*dw) % sw, reading dy column o = m - (rw*dw) / sw.
+
+  template <int NB>
+  static void bwd_data_block(const DwPlan& p, const float* ybuf, const float* wbuf, int64_t c, int64_t id,
+                             int64_t ih, int64_t q, int64_t m0, float* out) {
+    R acc[NB];
+    for (int j = 0; j < NB; ++j) acc[j] = V::zero();
+    const int64_t ks = p.kd * p.kh * p.kw;
+    for (int64_t k = 0; k < p.k; ++k) {
+      for (int64_t rd = 0; rd < p.kd; ++rd) {
+        const int64_t td = id + p.pd - rd * p.dd;
+        if (td < 0 || td % p.sd != 0 || td / p.sd >= p.yd) continue;
+        const int64_t od = td / p.sd;
+        for (int64_t rh = 0; rh < p.kh; ++rh) {
+          const int64_t th = ih + p.ph - rh * p.dh;
+          if (th < 0 || th % p.sh != 0 || th / p.sh >= p.yh) continue;
+          const int64_t oh = th / p.sh;
+          const float* yr = ybuf + ((k * p.yd + od) * p.yh + oh) * p.ly + p.amax + m0;
+          const float* wr = wbuf + (k * p.c + c) * ks + (rd * p.kh + rh) * p.kw;
+          for (int64_t rw = 0; rw < p.kw; ++rw) {
+            const int64_t t = rw * p.dw;
+            if (t % p.sw != q) continue;
+            const float* yp = yr - t / p.sw;
+            const R wv = V::bcast(wr + rw);
+            for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(yp + j * W), acc[j]);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < NB; ++j) V::store(out + j * W, acc[j]);
+  }
+
+  static void bwd_data(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+    const int64_t n = task / p.groups, g = task % p.groups;
+    float* ybuf = s + p.off_y;
+    float* wbuf = s + p.off_w;
+    float* xrow = s + p.off_row;
+    float* phase = s + p.off_phase;
+    pack_y(p, a, p.a, n, g * p.k, p.k, p.amax, p.ly, ybuf, xrow);
+    pack_w(p, b, g, 0, p.k, wbuf);
+    for (int64_t c = 0; c < p.c; ++c)
+      for (int64_t id = 0; id < p.xd; ++id)
+        for (int64_t ih = 0; ih < p.xh; ++ih) {
+          for (int64_t q = 0; q < p.sw; ++q) {
+            // Phase q covers padded columns m*sw + q in [pw, pw + xw).
+            const int64_t m_lo = p.pw >= q ? (p.pw - q + p.sw - 1) / p.sw : 0;
+            const int64_t m_hi = (p.pw + p.xw - 1 - q) / p.sw;  // pw + xw - 1 - q >= 0 here
+            if (p.pw + p.xw - 1 < q || m_hi < m_lo) continue;
+            const int64_t count = m_hi - m_lo + 1;
+            float* out = p.sw == 1 ? xrow : phase;
+            for_blocks(0, dw_round_up(count, W), [&](int64_t o0, int64_t nb) {
+#define CONVBWD_DW_CALL(NB) bwd_data_block<NB>(p, ybuf, wbuf, c, id, ih, q, m_lo + o0, out + o0)
+              CONVBWD_DW_DISPATCH(nb, CONVBWD_DW_CALL)
+#undef CONVBWD_DW_CALL
+            });
+            if (p.sw != 1)
+              for (int64_t m = 0; m < count; ++m) xrow[(m_lo + m) * p.sw + q - p.pw] = phase[m];
+          }
+          const DwView& v = p.dst;
+          store_row(xrow, p.xw, dst, v, v.off + n * v.sn + (g * p.c + c) * v.sc + id * v.sd + ih * v.sh);
+        }
+  }
+
+  // ---- bwd_weights: dw[k][c][r] = sum_{n, o} dy[k][o] x[c][o*s - p + r*d] --
+  // Lane l of an accumulator sums columns o = l (mod 8), over n, then rows,
+  // then columns; the lanes are added in a fixed order at the end.
+
+  template <int NR>
+  static void bwd_weights_taps(const DwPlan& p, const float* xbuf, const float* ybuf, int64_t kk, int64_t c,
+                               int64_t rd, int64_t rh, int64_t rw0, float* accmem) {
+    // Accumulators live in scratch between calls; unaligned loads and stores,
+    // since the caller's workspace alignment is only recommended.
+    R acc[NR];
+    for (int j = 0; j < NR; ++j) acc[j] = V::load(accmem + j * W);
+    int64_t xoff[NR];
+    for (int j = 0; j < NR; ++j) {
+      const int64_t t = (rw0 + j) * p.dw;
+      xoff[j] = (t % p.sw) * p.lq + t / p.sw;
+    }
+    const int64_t row = p.sw * p.lq;
+    const int64_t full = p.yw / W * W;
+    const int64_t tail = p.yw - full;
+    for (int64_t od = 0; od < p.yd; ++od) {
+      const int64_t id = od * p.sd - p.pd + rd * p.dd;
+      if (id < 0 || id >= p.xd) continue;
+      for (int64_t oh = 0; oh < p.yh; ++oh) {
+        const int64_t ih = oh * p.sh - p.ph + rh * p.dh;
+        if (ih < 0 || ih >= p.xh) continue;
+        const float* xr = xbuf + ((c * p.xd + id) * p.xh + ih) * row;
+        const float* yr = ybuf + ((kk * p.yd + od) * p.yh + oh) * p.yw_pad;
+        for (int64_t o = 0; o < full; o += W) {
+          const R dy = V::load(yr + o);
+          for (int j = 0; j < NR; ++j) acc[j] = V::fma(dy, V::load(xr + xoff[j] + o), acc[j]);
+        }
+        if (tail) {
+          const R dy = V::load(yr + full);
+          for (int j = 0; j < NR; ++j)
+            acc[j] = V::fma(dy, V::keep_first(V::load(xr + xoff[j] + full), tail), acc[j]);
+        }
+      }
+    }
+    for (int j = 0; j < NR; ++j) V::store(accmem + j * W, acc[j]);
+  }
+
+  static void bwd_weights(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+    const int64_t nkb = (p.k + p.kblock - 1) / p.kblock;
+    const int64_t g = task / nkb, k0 = task % nkb * p.kblock;
+    const int64_t nk = std::min(p.kblock, p.k - k0);
+    float* xbuf = s + p.off_x;
+    float* ybuf = s + p.off_y;
+    float* tmp = s + p.off_phase;
+    float* acc = s + p.off_acc;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    std::memset(acc, 0, static_cast<size_t>(nk * p.c * ks * W) * sizeof(float));
+    for (int64_t n = 0; n < p.n; ++n) {
+      pack_x(p, b, p.b, n, g * p.c, p.c, xbuf, tmp);
+      pack_y(p, a, p.a, n, g * p.k + k0, nk, 0, p.yw_pad, ybuf, tmp);
+      for (int64_t kk = 0; kk < nk; ++kk)
+        for (int64_t c = 0; c < p.c; ++c)
+          for (int64_t rd = 0; rd < p.kd; ++rd)
+            for (int64_t rh = 0; rh < p.kh; ++rh)
+              for (int64_t rw0 = 0; rw0 < p.kw; rw0 += kMaxBlock) {
+                float* am = acc + ((((kk * p.c + c) * p.kd + rd) * p.kh + rh) * p.kw + rw0) * W;
+#define CONVBWD_DW_CALL(NR) bwd_weights_taps<NR>(p, xbuf, ybuf, kk, c, rd, rh, rw0, am)
+                CONVBWD_DW_DISPATCH(std::min<int64_t>(kMaxBlock, p.kw - rw0), CONVBWD_DW_CALL)
+#undef CONVBWD_DW_CALL
+              }
+    }
+    const DwView& v = p.dst;
+    for (int64_t kk = 0; kk < nk; ++kk)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            const float* am = acc + ((((kk * p.c + c) * p.kd + rd) * p.kh + rh) * p.kw) * W;
+            float* sums = s + p.off_row;
+            for (int64_t rw = 0; rw < p.kw; ++rw) sums[rw] = V::hsum(V::load(am + rw * W));
+            store_row(sums, p.kw, dst, v, v.off + (g * p.k + k0 + kk) * v.sn + c * v.sc + rd * v.sd + rh * v.sh);
+          }
+  }
+
+#undef CONVBWD_DW_DISPATCH
+
+  static void task(const DwPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {
+    switch (p.op) {
+      case Op::fwd: fwd(p, a, b, dst, t, s); return;
+      case Op::bwd_data: bwd_data(p, a, b, dst, t, s); return;
+      case Op::bwd_weights: bwd_weights(p, a, b, dst, t, s); return;
+      case Op::bias: return;
+    }
+  }
+};
+
+}  // namespace
+}  // namespace convbwd::detail

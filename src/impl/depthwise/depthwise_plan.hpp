@@ -1,0 +1,67 @@
+// Plain data shared by the depthwise/grouped implementation (src/impl/depthwise)
+// and its per-ISA kernels (src/kernels/<isa>/depthwise_*). Everything here is
+// computed once at plan time; the kernels only read it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "problem/spec.hpp"
+
+namespace convbwd::detail {
+
+// Vector width in floats the kernels tile by. The same on every ISA (the
+// scalar kernel emulates 8 lanes), so plan-time sizes do not depend on it.
+constexpr int64_t kDwLanes = 8;
+
+inline int64_t dw_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// A strided 5D view (n or out-channel, channel, d, h, w); missing leading
+// spatial dims have extent 1 and stride 0.
+struct DwView {
+  DataType dtype = DataType::f32;
+  int64_t off = 0;
+  int64_t sn = 0, sc = 0, sd = 0, sh = 0, sw = 0;
+};
+
+struct DwPlan {
+  Op op = Op::fwd;
+  OperandRounding rounding = OperandRounding::none;
+  int64_t n = 0, groups = 0, c = 0, k = 0;
+  // Sizes as 3D (depth, height, width); 1D/2D have leading extents of 1.
+  int64_t xd = 1, xh = 1, xw = 1, yd = 1, yh = 1, yw = 1, kd = 1, kh = 1, kw = 1;
+  int64_t sd = 1, sh = 1, sw = 1, dd = 1, dh = 1, dw = 1, pd = 0, ph = 0, pw = 0;
+  DwView a, b, dst;
+
+  // Packed x rows (fwd, bwd_weights): each x row is split into `sw` phase rows
+  // (phase q holds padded columns q, q+sw, ...) of `lq` floats, so that every
+  // kernel tap reads a contiguous run whatever the stride.
+  int64_t lq = 0;
+  int64_t yw_pad = 0;  // yw rounded up to the vector width
+  // Packed dy rows (bwd_data): `amax` zeros on the left, `ly` floats in all.
+  int64_t amax = 0, ly = 0;
+  int64_t xw_pad = 0;     // bwd_data: a dx row, rounded up plus one vector
+  int64_t phase_pad = 0;  // bwd_data: one phase of a dx row, rounded up
+
+  int64_t kblock = 1;  // bwd_weights: out-channels per task
+  int64_t tasks = 0;
+  size_t scratch_floats = 0;  // per thread
+
+  // Scratch layout (offsets in floats from a thread's scratch start).
+  size_t off_x = 0, off_y = 0, off_w = 0, off_row = 0, off_phase = 0, off_acc = 0;
+};
+
+// Scalar row helpers for any stride and dtype (non-inline, compiled without
+// ISA flags): the kernels use them for strided views and vector tails.
+// Loads n elements base[off + i*stride] as fp32, rounded as the operand
+// rounding says.
+void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t stride, int64_t n,
+                         OperandRounding rounding, float* out);
+// Rounds n fp32 values once into dt and stores them at base[off + i*stride].
+void dw_store_row_generic(const float* in, int64_t n, void* base, DataType dt, int64_t off, int64_t stride);
+
+// One task of a depthwise/grouped plan; scratch holds p.scratch_floats floats.
+void depthwise_task_scalar(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch);
+void depthwise_task_avx2(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch);
+
+}  // namespace convbwd::detail

@@ -1,0 +1,127 @@
+// The 8-lane vector type the depthwise/grouped and bias kernel templates are
+// instantiated with on AVX2+FMA+F16C. Only included by files under
+// src/kernels/avx2/ (compiled with those flags, called after CPU detection).
+// Everything is in an unnamed namespace: no inline function compiled with AVX2
+// flags can be merged by the linker into code that runs on a lesser CPU.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "impl/depthwise/depthwise_plan.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+struct VecAvx2 {
+  using R = __m256;
+  static constexpr int64_t W = 8;
+  static_assert(W == kDwLanes);
+
+  static R zero() { return _mm256_setzero_ps(); }
+  static R load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
+  static R bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R add(R a, R b) { return _mm256_add_ps(a, b); }
+  // Lanes n.. set to +0 (so that an Inf or NaN beyond a row's end never
+  // reaches a sum).
+  static R keep_first(R v, int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
+    return _mm256_and_ps(v, _mm256_castsi256_ps(m));
+  }
+  // Fixed pairwise order; VecScalar::hsum uses the same one.
+  static float hsum(R v) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, v);
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  }
+
+  static R from_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static R from_bf16(const uint16_t* p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+  static R from(const void* base, DataType dt, int64_t i) {
+    switch (dt) {
+      case DataType::f16: return from_f16(static_cast<const uint16_t*>(base) + i);
+      case DataType::bf16: return from_bf16(static_cast<const uint16_t*>(base) + i);
+      default: return load(static_cast<const float*>(base) + i);
+    }
+  }
+
+  // HF32 as round_to_hf32: magnitude + half quantum, low 12 bits dropped
+  // (half away from zero); NaN quieted.
+  static R round_hf32(R v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
+    const __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_set1_epi32(0x800)),
+                                       _mm256_set1_epi32(static_cast<int>(0xfffff000u)));
+    const __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
+  }
+  // fp16 as round_to_fp16: F16C rounds to nearest even (subnormals and
+  // overflow to Inf included) and quiets NaN keeping the top payload bits.
+  static R round_fp16(R v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+  static R round(R v, OperandRounding r) {
+    switch (r) {
+      case OperandRounding::hf32: return round_hf32(v);
+      case OperandRounding::fp16: return round_fp16(v);
+      default: return v;
+    }
+  }
+
+  // n contiguous elements base[off..off+n) as fp32, rounded.
+  static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
+    int64_t i = 0;
+    if (dt == DataType::f32 || dt == DataType::f16 || dt == DataType::bf16) {
+      for (; i + W <= n; i += W) store(out + i, round(from(base, dt, off + i), rnd));
+    }
+    if (i < n) dw_load_row_generic(base, dt, off + i, 1, n - i, rnd, out + i);
+  }
+
+  static __m128i to_bf16(R v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    const __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i h = _mm256_blendv_epi8(r, q, nan);
+    // packus works per 128-bit half; values fit in 16 bits so nothing saturates.
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+    return _mm256_castsi256_si128(p);
+  }
+  // Rounds n fp32 values once into dt, stored contiguously at base[off..).
+  static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
+    int64_t i = 0;
+    switch (dt) {
+      case DataType::f32:
+        std::memcpy(static_cast<float*>(base) + off, in, static_cast<size_t>(n) * sizeof(float));
+        return;
+      case DataType::f16: {
+        auto* o = static_cast<uint16_t*>(base) + off;
+        for (; i + W <= n; i += W)
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i),
+                           _mm256_cvtps_ph(load(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        break;
+      }
+      case DataType::bf16: {
+        auto* o = static_cast<uint16_t*>(base) + off;
+        for (; i + W <= n; i += W) _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), to_bf16(load(in + i)));
+        break;
+      }
+      default: break;
+    }
+    if (i < n) dw_store_row_generic(in + i, n - i, base, dt, off + i, 1);
+  }
+};
+
+}  // namespace
+}  // namespace convbwd::detail

@@ -1,0 +1,11 @@
+// The depthwise/grouped direct kernels in portable C++.
+#include "kernels/scalar/depthwise_simd_scalar.hpp"
+#include "impl/depthwise/depthwise_kernel.hpp"
+
+namespace convbwd::detail {
+
+void depthwise_task_scalar(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch) {
+  DwKernel<VecScalar>::task(p, a, b, dst, task, scratch);
+}
+
+}  // namespace convbwd::detail

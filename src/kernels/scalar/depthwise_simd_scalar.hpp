@@ -1,0 +1,67 @@
+// A portable stand-in for an 8-lane vector: the same kernel templates as the
+// AVX2 path, in plain C++ (CONVBWD_ISA=scalar and CPUs without AVX2). Sums are
+// taken in the same lane order as VecAvx2; products are not fused.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "impl/depthwise/depthwise_plan.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+struct VecScalar {
+  struct R {
+    float v[8];
+  };
+  static constexpr int64_t W = 8;
+  static_assert(W == kDwLanes);
+
+  static R zero() { return R{}; }
+  static R load(const float* p) {
+    R r;
+    std::memcpy(r.v, p, sizeof r.v);
+    return r;
+  }
+  static void store(float* p, R v) { std::memcpy(p, v.v, sizeof v.v); }
+  static R bcast(const float* p) {
+    R r;
+    for (float& x : r.v) x = *p;
+    return r;
+  }
+  static R fma(R a, R b, R c) {
+    for (int i = 0; i < 8; ++i) c.v[i] += a.v[i] * b.v[i];
+    return c;
+  }
+  static R add(R a, R b) {
+    for (int i = 0; i < 8; ++i) a.v[i] += b.v[i];
+    return a;
+  }
+  static R keep_first(R v, int64_t n) {
+    for (int64_t i = n; i < 8; ++i) v.v[i] = 0.0f;
+    return v;
+  }
+  static float hsum(R v) {
+    const float* l = v.v;
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  }
+  static R from(const void* base, DataType dt, int64_t i) {
+    R r;
+    dw_load_row_generic(base, dt, i, 1, 8, OperandRounding::none, r.v);
+    return r;
+  }
+  static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
+    if (dt == DataType::f32 && rnd == OperandRounding::none) {
+      std::memcpy(out, static_cast<const float*>(base) + off, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    dw_load_row_generic(base, dt, off, 1, n, rnd, out);
+  }
+  static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
+    dw_store_row_generic(in, n, base, dt, off, 1);
+  }
+};
+
+}  // namespace
+}  // namespace convbwd::detail

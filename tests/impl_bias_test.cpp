@@ -1,0 +1,137 @@
+// The bias sum (gradBias) against the reference: every dtype, every memory
+// layout mode (contiguous rows, channels last, generic strides), tails,
+// chunked sums for few channels, each ISA this CPU has, and identical bits for
+// any thread count and between the scalar and AVX2 builds.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "impl/implementation.hpp"
+#include "impl/registry_entries.hpp"
+#include "reference/reference.hpp"
+#include "runtime/cpu.hpp"
+#include "runtime/thread_pool.hpp"
+#include "util/tensor.hpp"
+
+namespace convbwd::test {
+namespace {
+
+using detail::Isa;
+
+const char* const kShapes[] = {
+    "mb2ic3ih9iw11oc5kh3kw3ph1pw1",   // rows of 11: one vector and a tail
+    "mb3ic4iw5oc3kw1",                // rows shorter than a vector
+    "mb2ic2ih1iw1oc20kh1kw1",         // one element per channel
+    "mb2ic3id3ih4iw9oc9kd1kh1kw1",    // 3D
+    "mb1ic2ih70iw70oc2kh1kw1",        // few channels, long sums: chunked
+    "mb4ic2iw40000oc1kw1",            // one channel, chunked along N
+    "mb2ic4ih8iw8oc70kh1kw1",         // channels_last: more than one channel block
+    "mb2ic3ih5iw6oc13kh3kw3_tr",      // transposed: gradOutput is the image side
+};
+
+Problem parse(const std::string& d) {
+  auto p = Problem::parse(d);
+  EXPECT_TRUE(p) << d << ": " << p.error().message;
+  Problem r = p ? p.value() : Problem{};
+  r.output_mask = {false, false, true};
+  return r;
+}
+
+TEST(BiasReduce, AgainstReference) {
+  const Layout kLayouts[] = {Layout::contiguous, Layout::channels_last, Layout::padded, Layout::reversed};
+  for (const char* s : kShapes)
+    for (const char* dt : {"", "_dtf16", "_dtbf16"})
+      for (Layout l : kLayouts) {
+        const std::string desc = std::string(s) + dt;
+        SCOPED_TRACE(desc + " " + to_string(l));
+        const Problem p = parse(desc);
+        auto plan = Plan::create(p);
+        ASSERT_TRUE(plan) << plan.error().message;
+        EXPECT_EQ(plan->implementation(Gradient::bias), "bias_reduce");
+        CheckOptions o;
+        o.in_layout = l;
+        o.out_layout = l == Layout::channels_last ? Layout::contiguous : l;
+        const Comparison c = check_against_reference(p, o);
+        EXPECT_TRUE(c.pass) << c.first_failure;
+      }
+}
+
+struct Direct {
+  HostTensor go, out;
+  detail::OpSpec op;
+  Direct(const std::string& desc, Layout l, Fill f) {
+    Problem p = parse(desc);
+    std::mt19937_64 rng(5);
+    go = make_tensor(p.grad_output.dtype, p.grad_output.dims, l);
+    fill(go, f, rng);
+    p.grad_output = go.desc;
+    out = make_tensor(p.gradient_dtype(Gradient::bias), p.gradient_dims(Gradient::bias),
+                      l == Layout::channels_last ? Layout::contiguous : l);
+    p.grad_bias = out.desc;
+    auto s = detail::validate(p);
+    EXPECT_TRUE(s) << s.error().message;
+    op = s->op_for(Gradient::bias);
+  }
+  std::vector<unsigned char> run(Isa isa, int threads, detail::ThreadPool& pool) const {
+    detail::PlanContext ctx;
+    ctx.isa = isa;
+    ctx.threads = threads;
+    std::string why;
+    auto k = detail::kBiasReduceImpl.plan(op, ctx, &why);
+    EXPECT_TRUE(k) << why;
+    if (!k) return {};
+    std::vector<std::byte> ws(k->workspace_bytes());
+    std::vector<unsigned char> o = out.storage;
+    detail::OpArgs args;
+    args.a = go.data();
+    args.dst = o.data();
+    args.workspace = ws.data();
+    k->run(args, pool);
+    return o;
+  }
+  std::vector<unsigned char> reference() const {
+    std::vector<unsigned char> o = out.storage;
+    detail::reference_run(op, go.data(), nullptr, o.data());
+    return o;
+  }
+};
+
+// Small integers: fp32 sums are exact, so the bits must equal the
+// reference's on every ISA.
+TEST(BiasReduce, ExactPerIsa) {
+  detail::ThreadPool pool(2);
+  for (const char* s : kShapes)
+    for (const char* dt : {"", "_dtf16", "_dtbf16"})
+      for (Layout l : {Layout::contiguous, Layout::channels_last, Layout::padded}) {
+        Direct d(std::string(s) + dt, l, Fill::small_ints);
+        const auto want = d.reference();
+        EXPECT_TRUE(d.run(Isa::scalar, 2, pool) == want) << s << dt << " " << to_string(l);
+        if (detail::detected_isa() >= Isa::avx2) {
+          EXPECT_TRUE(d.run(Isa::avx2, 2, pool) == want) << s << dt << " " << to_string(l);
+        }
+      }
+}
+
+// Rounding sums: same bits for 1, 2 and 3 threads, and for scalar and AVX2
+// (the kernels only add, in the same lane order).
+TEST(BiasReduce, BitsIndependentOfThreadsAndIsa) {
+  detail::ThreadPool pool(3);
+  for (const char* s : kShapes)
+    for (Layout l : {Layout::contiguous, Layout::channels_last, Layout::reversed}) {
+      Direct d(std::string(s) + "_dtbf16", l, Fill::uniform);
+      Direct f(s, l, Fill::uniform);
+      for (const Direct* x : {&d, &f}) {
+        const auto one = x->run(Isa::scalar, 1, pool);
+        EXPECT_TRUE(x->run(Isa::scalar, 2, pool) == one) << s;
+        EXPECT_TRUE(x->run(Isa::scalar, 3, pool) == one) << s;
+        if (detail::detected_isa() >= Isa::avx2) {
+          EXPECT_TRUE(x->run(Isa::avx2, 1, pool) == one) << s;
+          EXPECT_TRUE(x->run(Isa::avx2, 2, pool) == one) << s;
+        }
+      }
+    }
+}
+
+}  // namespace
+}  // namespace convbwd::test

@@ -1,0 +1,228 @@
+// The depthwise/grouped direct implementation against the reference: every op
+// (bwd_data, fwd for transposed, bwd_weights), 1D/2D/3D, stride, dilation,
+// asymmetric padding, width tails, every dtype and rounding, strided views,
+// each ISA this CPU has, and identical bits for 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "impl/implementation.hpp"
+#include "impl/registry_entries.hpp"
+#include "numeric/float_formats.hpp"
+#include "reference/reference.hpp"
+#include "runtime/cpu.hpp"
+#include "runtime/thread_pool.hpp"
+#include "util/tensor.hpp"
+
+namespace convbwd::test {
+namespace {
+
+using detail::Isa;
+
+// Depthwise and small-group geometries: tails (widths 1-3, not a multiple of
+// 8, more than 8 vectors), stride, dilation, asymmetric padding, 1D/3D, wide
+// kernels (more taps than accumulators), channel multipliers.
+const char* const kGeometries[] = {
+    "mb2g4ic4ih9iw11oc4kh3kw3ph1pw1",
+    "mb2g6ic6ih10iw13oc6kh3kw3sh2sw2ph1pw1",
+    "mb2g3ic3ih12iw17oc3kh3kw3dh2dw2ph2pw1phr0pwr3",
+    "mb3g5ic5iw17oc5kw5sw3pw2dw2",
+    "mb2g3ic3id5ih6iw7oc3kd3kh3kw3pd1ph1pw1",
+    "mb2g2ic4id6ih5iw9oc4kd2kh3kw2sd2sh1sw2pd1pw1",
+    "mb2g4ic16ih7iw9oc16kh3kw3ph1pw1",
+    "mb2g2ic6ih6iw6oc10kh3kw2sh2pw1",
+    "mb2g3ic3ih8iw8oc6kh3kw3",
+    "mb2g4ic4ih5iw1oc4kh3kw1ph1",
+    "mb2g4ic4ih5iw2oc4kh3kw3ph1pw1",
+    "mb2g4ic4ih4iw3oc4kh2kw3pw1",
+    "mb1g2ic2iw40oc2kw11pw5",
+    "mb1g2ic2ih3iw150oc2kh3kw3ph1pw1",
+    "mb2g2ic2ih5iw37oc2kh1kw4sw5pw3pwr0",
+    // Transposed: gradInput is the fwd op.
+    "mb2g4ic4ih5iw7oc4kh3kw3sh2sw2ph1pw1_tr",
+    "mb2g6ic12ih4iw9oc6kh2kw2sh2sw2_tr",
+    "mb2g3ic3iw10oc3kw4sw3pw1dw2_tr",
+    "mb1g2ic2id3ih4iw5oc4kd3kh3kw3sd2sh2sw2pd1ph1pw1_tr",
+};
+
+Problem parse(const std::string& d) {
+  auto p = Problem::parse(d);
+  EXPECT_TRUE(p) << d << ": " << p.error().message;
+  return p ? p.value() : Problem{};
+}
+
+void expect_pass(const std::string& desc, const CheckOptions& opt) {
+  SCOPED_TRACE(desc + " in:" + to_string(opt.in_layout) + " out:" + to_string(opt.out_layout));
+  const Problem p = parse(desc);
+  auto plan = Plan::create(p);
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->implementation(Gradient::input), "depthwise_direct");
+  EXPECT_EQ(plan->implementation(Gradient::weight), "depthwise_direct");
+  const Comparison c = check_against_reference(p, opt);
+  EXPECT_TRUE(c.pass) << desc << ": " << c.first_failure;
+}
+
+TEST(DepthwiseDirect, EveryGeometryF32) {
+  for (const char* g : kGeometries) expect_pass(g, {});
+}
+
+TEST(DepthwiseDirect, DtypesAndRounding) {
+  const char* const kSuffixes[] = {"_dtf16", "_dtbf16", "_dtf16:bf16:f32", "_dtbf16:f32:f16", "_math1", "_math2",
+                                   "_math3", "_dtf16_math1"};
+  for (const char* g : kGeometries)
+    for (const char* s : kSuffixes) expect_pass(std::string(g) + s, {});
+}
+
+TEST(DepthwiseDirect, StridedViews) {
+  const Layout kLayouts[] = {Layout::channels_last, Layout::padded, Layout::reversed};
+  for (const char* g : kGeometries)
+    for (Layout in : kLayouts)
+      for (Layout out : kLayouts) {
+        CheckOptions o;
+        o.in_layout = in;
+        o.out_layout = out;
+        o.seed = 7;
+        expect_pass(std::string(g) + "_dtbf16:f32:f16", o);
+        expect_pass(g, o);
+      }
+}
+
+TEST(DepthwiseDirect, DeclinesLargeGroups) {
+  const Problem p = parse("mb1g2ic64ih6oc64kh3ph1");
+  auto plan = Plan::create(p);
+  ASSERT_TRUE(plan);
+  EXPECT_NE(plan->implementation(Gradient::input), "depthwise_direct");
+  EXPECT_NE(plan->implementation(Gradient::weight), "depthwise_direct");
+}
+
+// Calling the implementation directly, with an explicit ISA and thread count.
+struct Direct {
+  HostTensor go, in, w;
+  Problem problem;
+  detail::Spec spec;
+
+  Direct(const std::string& desc, Layout layout, Fill fill) {
+    problem = parse(desc);
+    std::mt19937_64 rng(3);
+    go = make_tensor(problem.grad_output.dtype, problem.grad_output.dims, layout);
+    in = make_tensor(problem.input.dtype, problem.input.dims, layout);
+    w = make_tensor(problem.weight.dtype, problem.weight.dims, layout);
+    for (HostTensor* t : {&go, &in, &w}) fill_tensor(*t, fill, rng);
+    problem.grad_output = go.desc;
+    problem.input = in.desc;
+    problem.weight = w.desc;
+    for (Gradient g : {Gradient::input, Gradient::weight}) {
+      HostTensor o = make_tensor(problem.gradient_dtype(g), problem.gradient_dims(g), layout);
+      (g == Gradient::input ? problem.grad_input : problem.grad_weight) = o.desc;
+      outs.push_back(o);
+    }
+    auto s = detail::validate(problem);
+    EXPECT_TRUE(s) << s.error().message;
+    spec = s.value();
+  }
+  static void fill_tensor(HostTensor& t, Fill f, std::mt19937_64& rng) { fill(t, f, rng); }
+
+  std::vector<HostTensor> outs;
+
+  void operands(Gradient g, const void** a, const void** b) const {
+    const bool tr = problem.transposed;
+    *a = go.data();
+    *b = w.data();
+    if (g == Gradient::weight) {
+      *a = tr ? in.data() : go.data();
+      *b = tr ? go.data() : in.data();
+    }
+  }
+
+  // The output storage after running the implementation (nullopt: declined).
+  std::vector<unsigned char> run(Gradient g, Isa isa, int threads, detail::ThreadPool& pool) const {
+    const detail::OpSpec op = spec.op_for(g);
+    detail::PlanContext ctx;
+    ctx.isa = isa;
+    ctx.threads = threads;
+    std::string why;
+    auto k = detail::kDepthwiseDirectImpl.plan(op, ctx, &why);
+    EXPECT_TRUE(k) << problem.descriptor() << ": declined: " << why;
+    if (!k) return {};
+    std::vector<std::byte> ws(k->workspace_bytes() + 64);
+    std::vector<unsigned char> out = outs[static_cast<size_t>(g)].storage;
+    detail::OpArgs args;
+    operands(g, &args.a, &args.b);
+    args.dst = out.data();
+    args.workspace = ws.data();
+    k->run(args, pool);
+    return out;
+  }
+
+  std::vector<unsigned char> reference(Gradient g) const {
+    const detail::OpSpec op = spec.op_for(g);
+    std::vector<unsigned char> out = outs[static_cast<size_t>(g)].storage;
+    const void *a, *b;
+    operands(g, &a, &b);
+    detail::reference_run(op, a, b, out.data());
+    return out;
+  }
+};
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::scalar};
+  if (detail::detected_isa() >= Isa::avx2) v.push_back(Isa::avx2);
+  return v;
+}
+
+// Small integers make every fp32 sum exact, so each ISA must reproduce the
+// reference's bits exactly, canaries outside the views included.
+TEST(DepthwiseDirect, ExactPerIsa) {
+  detail::ThreadPool pool(2);
+  const char* const kSuffixes[] = {"", "_dtf16", "_dtbf16", "_dtf16:bf16:f32", "_math1", "_math2"};
+  for (const char* geo : kGeometries)
+    for (const char* sfx : kSuffixes)
+      for (Layout layout : {Layout::contiguous, Layout::padded}) {
+        const std::string desc = std::string(geo) + sfx;
+        Direct d(desc, layout, Fill::small_ints);
+        for (Gradient g : {Gradient::input, Gradient::weight}) {
+          const auto want = d.reference(g);
+          for (Isa isa : isas()) {
+            const auto got = d.run(g, isa, 2, pool);
+            EXPECT_TRUE(got == want) << desc << " " << to_string(layout) << " grad " << static_cast<int>(g) << " isa "
+                                     << detail::to_string(isa);
+          }
+        }
+      }
+  if (detail::detected_isa() < Isa::avx2) GTEST_SKIP() << "AVX2 not available: only the scalar kernels ran";
+}
+
+// Same bits for 1 and 2 threads, on data whose sums round.
+TEST(DepthwiseDirect, ThreadCountDoesNotChangeBits) {
+  detail::ThreadPool pool(2);
+  for (const char* geo : kGeometries) {
+    Direct d(std::string(geo) + "_dtf16:f32:bf16", Layout::contiguous, Fill::uniform);
+    Direct f(geo, Layout::padded, Fill::uniform);
+    for (Gradient g : {Gradient::input, Gradient::weight})
+      for (Isa isa : isas()) {
+        EXPECT_TRUE(d.run(g, isa, 1, pool) == d.run(g, isa, 2, pool)) << geo << " grad " << static_cast<int>(g);
+        EXPECT_TRUE(f.run(g, isa, 1, pool) == f.run(g, isa, 2, pool)) << geo << " grad " << static_cast<int>(g);
+        EXPECT_TRUE(f.run(g, isa, 2, pool) == f.run(g, isa, 3, pool)) << geo << " grad " << static_cast<int>(g);
+      }
+  }
+}
+
+// An Inf in an image column that no output reads stays out of gradWeight:
+// the vector tail beyond a row's end is masked, not multiplied by zero.
+TEST(DepthwiseDirect, UnreadInfStaysOut) {
+  detail::ThreadPool pool(2);
+  for (const char* desc : {"mb1g2ic2iw12oc2kw3sw2", "mb1g2ic2ih2iw12oc2kh1kw3sw2"}) {
+    Direct d(desc, Layout::contiguous, Fill::small_ints);
+    const int64_t cols = 12;
+    for (int64_t i = cols - 1; i < d.in.elements(); i += cols)  // the last column of every row
+      detail::store_from_double(d.in.data(), d.in.storage_index(i), d.in.desc.dtype, HUGE_VAL);
+    const auto want = d.reference(Gradient::weight);
+    for (Isa isa : isas()) EXPECT_TRUE(d.run(Gradient::weight, isa, 1, pool) == want) << desc;
+  }
+}
+
+}  // namespace
+}  // namespace convbwd::test
