@@ -1,0 +1,136 @@
+#include "impl/gemm/common.hpp"
+
+#include <cstring>
+
+namespace convbwd::detail::gemm {
+namespace {
+
+template <DataType T>
+inline float load(const void* base, int64_t i) {
+  if constexpr (T == DataType::f32) return static_cast<const float*>(base)[i];
+  if constexpr (T == DataType::bf16) return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+  if constexpr (T == DataType::f16) return f16_to_float(static_cast<const uint16_t*>(base)[i]);
+  return 0.0f;
+}
+
+template <OperandRounding R>
+inline float round_operand(float v) {
+  if constexpr (R == OperandRounding::hf32) return round_to_hf32(v);
+  if constexpr (R == OperandRounding::fp16) return round_to_fp16(v);
+  return v;
+}
+
+// Calls f.template operator()<T, R>() with the dtype and rounding as
+// compile-time constants, so the inner loops carry no switches.
+template <class F>
+void dispatch(DataType t, OperandRounding r, F&& f) {
+  auto with_r = [&]<DataType T>() {
+    switch (r) {
+      case OperandRounding::none: f.template operator()<T, OperandRounding::none>(); return;
+      case OperandRounding::hf32: f.template operator()<T, OperandRounding::hf32>(); return;
+      case OperandRounding::fp16: f.template operator()<T, OperandRounding::fp16>(); return;
+    }
+  };
+  switch (t) {
+    case DataType::f32: with_r.template operator()<DataType::f32>(); return;
+    case DataType::bf16: with_r.template operator()<DataType::bf16>(); return;
+    case DataType::f16: with_r.template operator()<DataType::f16>(); return;
+    default: return;  // declined at plan time
+  }
+}
+
+}  // namespace
+
+void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst) const {
+  const int64_t g = plane / ext[0], e0 = plane % ext[0];
+  const Strides st = strides_of(v, spatial);
+  const int64_t row = ext[2] * cp;
+  float* out = dst + g * image_floats() + e0 * ext[1] * row;
+  const int64_t x0 = e0 - lo[0];
+  if (x0 < 0 || x0 >= src[0]) {
+    std::memset(out, 0, static_cast<size_t>(ext[1] * row) * sizeof(float));
+    return;
+  }
+  // Stored positions [w_lo, w_hi) of the last dim hold source data.
+  const int64_t w_lo = std::clamp<int64_t>(lo[2], 0, ext[2]);
+  const int64_t w_hi = std::clamp<int64_t>(lo[2] + src[2], 0, ext[2]);
+  dispatch(v.dtype, rounding, [&]<DataType T, OperandRounding R>() {
+    for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
+      float* o = out + e1 * row;
+      const int64_t x1 = e1 - lo[1];
+      if (x1 < 0 || x1 >= src[1] || w_lo >= w_hi) {
+        std::memset(o, 0, static_cast<size_t>(row) * sizeof(float));
+        continue;
+      }
+      std::memset(o, 0, static_cast<size_t>(w_lo * cp) * sizeof(float));
+      std::memset(o + w_hi * cp, 0, static_cast<size_t>((ext[2] - w_hi) * cp) * sizeof(float));
+      const int64_t src_row =
+          st.offset + n * st.n + g * cg * st.ch + x0 * st.sp[0] + x1 * st.sp[1] + (w_lo - lo[2]) * st.sp[2];
+      // Blocks of 16 channels: the 16 source lines stay in L1 while the
+      // pixels of the row walk through them.
+      for (int64_t c0 = 0; c0 < cg; c0 += 16) {
+        const int64_t cn = std::min<int64_t>(16, cg - c0);
+        for (int64_t w = w_lo; w < w_hi; ++w) {
+          float* ow = o + w * cp + c0;
+          const int64_t s = src_row + (w - w_lo) * st.sp[2] + c0 * st.ch;
+          for (int64_t c = 0; c < cn; ++c) ow[c] = round_operand<R>(load<T>(base, s + c * st.ch));
+        }
+      }
+      if (cp > cg)
+        for (int64_t w = w_lo; w < w_hi; ++w)
+          std::memset(o + w * cp + cg, 0, static_cast<size_t>(cp - cg) * sizeof(float));
+    }
+  });
+}
+
+void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst) const {
+  const int64_t s0 = v.strides[0], s1 = v.strides[1];
+  std::array<int64_t, 3> sp{0, 0, 0};
+  for (int i = 0; i < spatial; ++i) sp[3 - spatial + i] = v.strides[2 + i];
+  const int64_t col0 = blk * kNr;
+  const int64_t ncols = std::min<int64_t>(kNr, cols() - col0);
+  const int64_t nred = red();
+  dispatch(v.dtype, rounding, [&]<DataType T, OperandRounding R>() {
+    float* o = dst;
+    for (int64_t r0 = 0; r0 < ks[0]; ++r0)
+      for (int64_t r1 = 0; r1 < ks[1]; ++r1)
+        for (int64_t r2 = 0; r2 < ks[2]; ++r2) {
+          const int64_t tap = v.offset + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
+          for (int64_t q = 0; q < nred; ++q, o += kNr) {
+            for (int64_t j = 0; j < ncols; ++j) {
+              const int64_t kk = transpose ? q : col0 + j;
+              const int64_t cc = transpose ? col0 + j : q;
+              o[j] = round_operand<R>(load<T>(base, tap + (g * k + kk) * s0 + cc * s1));
+            }
+            for (int64_t j = ncols; j < kNr; ++j) o[j] = 0.0f;
+          }
+        }
+  });
+}
+
+void store_tile(void* base, DataType dt, const float* tile, const int64_t* row_base, int rows, int64_t col_stride,
+                int cols) {
+  switch (dt) {
+    case DataType::f32: {
+      auto* p = static_cast<float*>(base);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = tile[i * kNr + j];
+      return;
+    }
+    case DataType::bf16: {
+      auto* p = static_cast<uint16_t*>(base);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = float_to_bf16(tile[i * kNr + j]);
+      return;
+    }
+    case DataType::f16: {
+      auto* p = static_cast<uint16_t*>(base);
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = float_to_f16(tile[i * kNr + j]);
+      return;
+    }
+    default: return;  // declined at plan time
+  }
+}
+
+}  // namespace convbwd::detail::gemm

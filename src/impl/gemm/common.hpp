@@ -1,0 +1,143 @@
+// Shared pieces of the dense GEMM paths: the 3-deep spatial description, the
+// channels-last fp32 image copies every path computes from, weight packing
+// and storing fp32 tiles into any strided output view.
+//
+// Why channels-last copies: with channels innermost, every reduction step of
+// every operation reads a contiguous run of channels (one vector of 16 for the
+// B side, broadcasts from consecutive addresses for the A side), padding turns
+// into stored zeros instead of branches, and dtype conversion plus the
+// operand rounding of cubeMathType happen exactly once per element.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "impl/gemm/microkernel.hpp"
+#include "impl/implementation.hpp"
+#include "numeric/float_formats.hpp"
+#include "problem/spec.hpp"
+
+namespace convbwd::detail::gemm {
+
+constexpr int64_t kAlignFloats = 16;  // 64 bytes
+inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Geometry with spatial dims always three deep (missing leading dims are 1),
+// as the reference does it.
+struct Space {
+  std::array<int64_t, 3> x{1, 1, 1}, y{1, 1, 1}, k{1, 1, 1};
+  std::array<int64_t, 3> s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
+  int64_t taps() const { return k[0] * k[1] * k[2]; }
+  int64_t y_pixels() const { return y[0] * y[1] * y[2]; }
+};
+
+inline Space space_of(const Geometry& g) {
+  Space s;
+  const int shift = 3 - g.spatial;
+  for (int i = 0; i < g.spatial; ++i) {
+    s.x[shift + i] = g.xsize[i];
+    s.y[shift + i] = g.ysize[i];
+    s.k[shift + i] = g.ksize[i];
+    s.s[shift + i] = g.stride[i];
+    s.d[shift + i] = g.dilation[i];
+    s.pb[shift + i] = g.pad_before[i];
+  }
+  return s;
+}
+
+// Strides of a [N-or-rows, channels, spatial...] view with spatial dims made
+// three deep (0 for a missing dim).
+struct Strides {
+  int64_t offset = 0, n = 0, ch = 0;
+  std::array<int64_t, 3> sp{0, 0, 0};
+};
+inline Strides strides_of(const View& v, int spatial) {
+  Strides s;
+  s.offset = v.offset;
+  s.n = v.strides[0];
+  s.ch = v.strides[1];
+  for (int i = 0; i < spatial; ++i) s.sp[3 - spatial + i] = v.strides[2 + i];
+  return s;
+}
+
+inline bool is_narrow_float(DataType t) { return t == DataType::f32 || t == DataType::bf16 || t == DataType::f16; }
+
+// Declines what the GEMM paths do not handle (8-bit formats, the bias op).
+inline bool supported(const OpSpec& op, std::string* why) {
+  if (op.op == Op::bias) {
+    *why = "the bias reduction is not a GEMM";
+    return false;
+  }
+  if (!is_narrow_float(op.a.dtype) || !is_narrow_float(op.b.dtype) || !is_narrow_float(op.dst.dtype)) {
+    *why = "8-bit operands or outputs are not handled (fp32/bf16/fp16 only)";
+    return false;
+  }
+  return true;
+}
+
+// Workspace allowed: the largest input tensor, or 64 MiB, whichever is larger.
+inline int64_t workspace_budget(const OpSpec& op) {
+  const int64_t a = op.a.elements() * static_cast<int64_t>(size_of(op.a.dtype));
+  const int64_t b = op.b.elements() * static_cast<int64_t>(size_of(op.b.dtype));
+  return std::max<int64_t>({int64_t{64} << 20, a, b});
+}
+
+// A channels-last fp32 copy of one operand image per (n, group):
+//   [n][g][e0][e1][e2][cp],  stored position e = source position + lo,
+// zero where the source position falls outside the image and for channels
+// cg..cp-1.
+struct ImageCopy {
+  View v;
+  int spatial = 0;
+  OperandRounding rounding = OperandRounding::none;
+  int64_t groups = 1, cg = 0, cp = 0;
+  std::array<int64_t, 3> src{1, 1, 1};  // source extents
+  std::array<int64_t, 3> ext{1, 1, 1};  // stored extents
+  std::array<int64_t, 3> lo{0, 0, 0};
+
+  int64_t image_floats() const { return ext[0] * ext[1] * ext[2] * cp; }
+  int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
+  // Copies plane (g, e0) of image n into dst (the copy of that image, all groups).
+  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst) const;
+};
+
+// Packs weights for the gather kernel: [blk][tap][red][16] per group, where
+// the 16 columns are `cols` (output channels of the tile) and red the reduced
+// channel. transpose = false: cols are k, red is c (forward);
+// true: cols are c, red is k (data gradient).
+struct WeightPack {
+  View v;  // [G*K, C, ks...]
+  int spatial = 0;
+  OperandRounding rounding = OperandRounding::none;
+  int64_t groups = 1, k = 0, c = 0, taps = 1;
+  std::array<int64_t, 3> ks{1, 1, 1};
+  bool transpose = false;
+
+  int64_t cols() const { return transpose ? c : k; }
+  int64_t red() const { return transpose ? k : c; }
+  int64_t blocks() const { return ceil_div(cols(), kNr); }
+  int64_t block_floats() const { return taps * red() * kNr; }
+  int64_t group_floats() const { return blocks() * block_floats(); }
+  // Packs block blk of group g into dst (block_floats() floats).
+  void pack(const void* base, int64_t g, int64_t blk, float* dst) const;
+};
+
+// Stores rows x cols of an fp32 tile (row stride kNr) into a view:
+// element (i, j) goes to row_base[i] + j * col_stride, rounded once.
+void store_tile(void* base, DataType dt, const float* tile, const int64_t* row_base, int rows, int64_t col_stride,
+                int cols);
+
+// Kernels by ISA, chosen at plan time.
+struct Kernels {
+  MicroKernel gather, strided;
+  const char* isa;
+};
+inline Kernels kernels_for(Isa isa) {
+  if (isa >= Isa::avx2) return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, "avx2"};
+  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, "scalar"};
+}
+
+}  // namespace convbwd::detail::gemm

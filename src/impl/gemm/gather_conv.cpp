@@ -1,0 +1,275 @@
+// Forward (transposed gradInput) and data gradient (normal gradInput) as an
+// implicit GEMM over channels-last copies:
+//
+//   out[pixel, col] = sum over taps r, reduced channels q of
+//                     src[pixel position + shift(r), q] * Wpacked[r, q, col]
+//
+// Rows of a 6x16 tile are six output pixels (any six: a tile may wrap across
+// image rows, so 7x7 images waste nothing but the last tile's tail); columns
+// are 16 output channels; the gather kernel keeps the accumulators in
+// registers across all taps and channels, so each output is rounded once.
+//
+// The data gradient of a strided convolution is split into s^d phases (output
+// positions i = phase + s*u): within one phase only the taps with
+// (phase + pad - r*dilation) divisible by s reach it, and they read the
+// gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
+// product with an inserted zero is ever computed and nothing is scattered.
+#include <memory>
+#include <vector>
+
+#include "impl/gemm/common.hpp"
+#include "impl/registry_entries.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace convbwd::detail::gemm {
+namespace {
+
+struct Phase {
+  std::array<int64_t, 3> u{1, 1, 1};          // output pixels per dim
+  std::array<int64_t, 3> out_first{0, 0, 0};  // output position of u = 0
+  std::array<int64_t, 3> out_step{1, 1, 1};
+  std::array<int64_t, 3> src_step{1, 1, 1};  // stored source position per u
+  std::vector<int64_t> a_off, b_off, len;    // one run per tap reaching this phase
+  int64_t pixels = 0, tiles = 0, groups_of_tiles = 0;
+};
+
+class GatherConvKernel final : public OpKernel {
+ public:
+  GatherConvKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+    const Geometry& g = op.geo;
+    const Space sp = space_of(g);
+    const bool dgrad = op.op == Op::bwd_data;
+    kern_ = kernels_for(ctx.isa).gather;
+    cols_ = dgrad ? g.c : g.k;
+    red_ = dgrad ? g.k : g.c;
+    groups_ = g.groups;
+    n_ = g.n;
+
+    wp_.v = op.b;
+    wp_.spatial = g.spatial;
+    wp_.rounding = op.rounding;
+    wp_.groups = g.groups;
+    wp_.k = g.k;
+    wp_.c = g.c;
+    wp_.taps = sp.taps();
+    wp_.ks = sp.k;
+    wp_.transpose = dgrad;
+
+    src_.v = op.a;
+    src_.spatial = g.spatial;
+    src_.rounding = op.rounding;
+    src_.groups = g.groups;
+    src_.cg = red_;
+    src_.cp = red_;
+    src_.src = dgrad ? sp.y : sp.x;
+
+    if (!dgrad) {
+      // y[o] reads x at o*s - pad + r*d: store x at position + pad, so the
+      // tap offsets are r*d and nothing is negative.
+      Phase ph;
+      for (int d = 0; d < 3; ++d) {
+        src_.lo[d] = sp.pb[d];
+        src_.ext[d] = (sp.y[d] - 1) * sp.s[d] + (sp.k[d] - 1) * sp.d[d] + 1;
+        ph.u[d] = sp.y[d];
+        ph.src_step[d] = sp.s[d];
+      }
+      for (int64_t r0 = 0; r0 < sp.k[0]; ++r0)
+        for (int64_t r1 = 0; r1 < sp.k[1]; ++r1)
+          for (int64_t r2 = 0; r2 < sp.k[2]; ++r2) {
+            const int64_t tap = (r0 * sp.k[1] + r1) * sp.k[2] + r2;
+            ph.a_off.push_back(((r0 * sp.d[0] * src_.ext[1] + r1 * sp.d[1]) * src_.ext[2] + r2 * sp.d[2]) * src_.cp);
+            ph.b_off.push_back(tap * red_ * kNr);
+            ph.len.push_back(red_);
+          }
+      phases_.push_back(std::move(ph));
+    } else {
+      // Shift of tap r in phase f: q = (f + pad - r*d)/s when divisible.
+      // Stored gradient position = u + q - qmin, so offsets are >= 0.
+      std::array<int64_t, 3> qmin{}, qmax{}, umax{};
+      auto shift_ok = [&](int d, int64_t f, int64_t r, int64_t* q) {
+        const int64_t t = f + sp.pb[d] - r * sp.d[d];
+        const int64_t m = ((t % sp.s[d]) + sp.s[d]) % sp.s[d];
+        if (m != 0) return false;
+        *q = (t - m) / sp.s[d];
+        return true;
+      };
+      for (int d = 0; d < 3; ++d) {
+        qmin[d] = INT64_MAX;
+        qmax[d] = INT64_MIN;
+        umax[d] = 0;
+        for (int64_t f = 0; f < sp.s[d]; ++f) {
+          umax[d] = std::max(umax[d], f < sp.x[d] ? ceil_div(sp.x[d] - f, sp.s[d]) : int64_t{0});
+          for (int64_t r = 0; r < sp.k[d]; ++r) {
+            int64_t q = 0;
+            if (shift_ok(d, f, r, &q)) qmin[d] = std::min(qmin[d], q), qmax[d] = std::max(qmax[d], q);
+          }
+        }
+        if (qmin[d] > qmax[d]) qmin[d] = qmax[d] = 0;  // no tap reaches any phase: all zero
+        src_.lo[d] = -qmin[d];
+        src_.ext[d] = qmax[d] - qmin[d] + std::max<int64_t>(umax[d], 1);
+      }
+      for (int64_t f0 = 0; f0 < sp.s[0]; ++f0)
+        for (int64_t f1 = 0; f1 < sp.s[1]; ++f1)
+          for (int64_t f2 = 0; f2 < sp.s[2]; ++f2) {
+            const std::array<int64_t, 3> f{f0, f1, f2};
+            Phase ph;
+            bool empty = false;
+            for (int d = 0; d < 3; ++d) {
+              ph.u[d] = f[d] < sp.x[d] ? ceil_div(sp.x[d] - f[d], sp.s[d]) : 0;
+              ph.out_first[d] = f[d];
+              ph.out_step[d] = sp.s[d];
+              empty = empty || ph.u[d] == 0;
+            }
+            if (empty) continue;
+            std::array<int64_t, 3> q{};
+            for (int64_t r0 = 0; r0 < sp.k[0]; ++r0)
+              for (int64_t r1 = 0; r1 < sp.k[1]; ++r1)
+                for (int64_t r2 = 0; r2 < sp.k[2]; ++r2) {
+                  if (!shift_ok(0, f0, r0, &q[0]) || !shift_ok(1, f1, r1, &q[1]) || !shift_ok(2, f2, r2, &q[2]))
+                    continue;
+                  const int64_t tap = (r0 * sp.k[1] + r1) * sp.k[2] + r2;
+                  ph.a_off.push_back(
+                      (((q[0] - qmin[0]) * src_.ext[1] + (q[1] - qmin[1])) * src_.ext[2] + (q[2] - qmin[2])) *
+                      src_.cp);
+                  ph.b_off.push_back(tap * red_ * kNr);
+                  ph.len.push_back(red_);
+                }
+            phases_.push_back(std::move(ph));
+          }
+    }
+    // Tiles per task: enough tasks for both threads to stay busy, each long
+    // enough that handing it out costs nothing.
+    for (Phase& ph : phases_) {
+      ph.pixels = ph.u[0] * ph.u[1] * ph.u[2];
+      ph.tiles = ceil_div(ph.pixels, kMr);
+      ph.groups_of_tiles = ceil_div(ph.tiles, kTileGroup);
+      tasks_per_image_ += ph.groups_of_tiles;
+    }
+    tasks_per_image_ *= groups_;
+
+    // Workspace: packed weights, then as many image copies as fit.
+    weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
+    image_floats_ = round_up(groups_ * src_.image_floats(), kAlignFloats);
+    const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
+    batch_ = std::min<int64_t>(n_, (budget - weights_floats_) / image_floats_);
+    if (batch_ < 1) {
+      *why = "one image's channels-last copy does not fit the workspace budget";
+      ok_ = false;
+    }
+  }
+
+  bool ok() const { return ok_; }
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(weights_floats_ + batch_ * image_floats_) * sizeof(float);
+  }
+
+  void run(const OpArgs& args, ThreadPool& pool) const override {
+    float* const wpk = reinterpret_cast<float*>(args.workspace);
+    float* const img = wpk + weights_floats_;
+    const int64_t blocks = wp_.blocks();
+    pool.parallel_for(groups_ * blocks, threads_, [&](int64_t t, int) {
+      wp_.pack(args.b, t / blocks, t % blocks, wpk + t * wp_.block_floats());
+    });
+    for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
+      const int64_t nb = std::min(batch_, n_ - n0);
+      const int64_t planes = src_.planes();
+      pool.parallel_for(nb * planes, threads_, [&](int64_t t, int) {
+        const int64_t i = t / planes;
+        src_.copy_plane(args.a, n0 + i, t % planes, img + i * image_floats_);
+      });
+      pool.parallel_for(nb * tasks_per_image_, threads_,
+                        [&](int64_t t, int) { compute(args, wpk, img, n0, t); });
+    }
+  }
+
+ private:
+  static constexpr int64_t kTileGroup = 16;
+
+  void compute(const OpArgs& args, const float* wpk, const float* img, int64_t n0, int64_t task) const {
+    const int64_t per_group = tasks_per_image_ / groups_;
+    const int64_t i = task / tasks_per_image_;
+    int64_t rest = task % tasks_per_image_;
+    const int64_t g = rest / per_group;
+    rest %= per_group;
+    size_t p = 0;
+    while (rest >= phases_[p].groups_of_tiles) rest -= phases_[p++].groups_of_tiles;
+    const Phase& ph = phases_[p];
+    const int64_t n = n0 + i;
+    const float* src = img + i * image_floats_ + g * src_.image_floats();
+    const Strides ds = strides_of(op_.dst, op_.geo.spatial);
+    const int64_t dst_ch0 = ds.offset + n * ds.n + g * cols_ * ds.ch;
+    const int64_t tile_lo = rest * kTileGroup, tile_hi = std::min(ph.tiles, tile_lo + kTileGroup);
+
+    MicroArgs ka;
+    ka.as = 1;
+    ka.bs = kNr;
+    ka.a_off = ph.a_off.data();
+    ka.b_off = ph.b_off.data();
+    ka.len = ph.len.data();
+    ka.runs = static_cast<int64_t>(ph.len.size());
+    alignas(64) float tile[kMr * kNr];
+    ka.acc = tile;
+    int64_t row_base[kMr];
+    // Weight block outermost: its packed panel (taps x reduced x 16) stays in
+    // L1/L2 while the tiles of this task stream past it.
+    for (int64_t blk = 0; blk < wp_.blocks(); ++blk) {
+      ka.b = wpk + (g * wp_.blocks() + blk) * wp_.block_floats();
+      const int cols = static_cast<int>(std::min<int64_t>(kNr, cols_ - blk * kNr));
+      for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
+        const int64_t px0 = tl * kMr;
+        const int rows = static_cast<int>(std::min<int64_t>(kMr, ph.pixels - px0));
+        for (int r = 0; r < kMr; ++r) {
+          // Rows past the last pixel recompute pixel px0; they are not stored.
+          const int64_t px = px0 + (r < rows ? r : 0);
+          const int64_t u2 = px % ph.u[2], u1 = (px / ph.u[2]) % ph.u[1], u0 = px / (ph.u[2] * ph.u[1]);
+          ka.a[r] = src + ((u0 * ph.src_step[0] * src_.ext[1] + u1 * ph.src_step[1]) * src_.ext[2] +
+                           u2 * ph.src_step[2]) *
+                              src_.cp;
+          row_base[r] = dst_ch0 + blk * kNr * ds.ch + (ph.out_first[0] + u0 * ph.out_step[0]) * ds.sp[0] +
+                        (ph.out_first[1] + u1 * ph.out_step[1]) * ds.sp[1] +
+                        (ph.out_first[2] + u2 * ph.out_step[2]) * ds.sp[2];
+        }
+        kern_(ka);
+        store_tile(args.dst, op_.dst.dtype, tile, row_base, rows, ds.ch, cols);
+      }
+    }
+  }
+
+  OpSpec op_;
+  int threads_ = 1;
+  MicroKernel kern_ = nullptr;
+  int64_t cols_ = 0, red_ = 0, groups_ = 1, n_ = 0;
+  WeightPack wp_;
+  ImageCopy src_;
+  std::vector<Phase> phases_;
+  int64_t tasks_per_image_ = 0;
+  int64_t weights_floats_ = 0, image_floats_ = 0, batch_ = 0;
+  bool ok_ = true;
+};
+
+std::unique_ptr<OpKernel> plan_gather(const OpSpec& op, const PlanContext& ctx, std::string* why, Op want) {
+  if (op.op != want) {
+    *why = "not this operation";
+    return nullptr;
+  }
+  if (!supported(op, why)) return nullptr;
+  auto k = std::make_unique<GatherConvKernel>(op, ctx, why);
+  if (!k->ok()) return nullptr;
+  return k;
+}
+
+}  // namespace
+}  // namespace convbwd::detail::gemm
+
+namespace convbwd::detail {
+
+const Implementation kGemmFwdImpl = {
+    "gemm_fwd_nhwc", [](const OpSpec& op, const PlanContext& ctx, std::string* why) {
+      return gemm::plan_gather(op, ctx, why, Op::fwd);
+    }};
+const Implementation kGemmBwdDataImpl = {
+    "gemm_dgrad_phase_nhwc", [](const OpSpec& op, const PlanContext& ctx, std::string* why) {
+      return gemm::plan_gather(op, ctx, why, Op::bwd_data);
+    }};
+
+}  // namespace convbwd::detail

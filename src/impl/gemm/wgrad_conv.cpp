@@ -1,0 +1,213 @@
+// Weight gradient as one GEMM per kernel tap over channels-last copies:
+//
+//   dW[k, c, r] = sum over images n, output pixels o of
+//                 dy[n, o, k] * xpad[n, o*s + r*d, c]
+//
+// A 6x16 tile is 6 output channels k (six consecutive floats of a dy pixel,
+// broadcast) by 16 input channels c (one contiguous vector of the padded x
+// pixel). One kernel call walks a chunk of image rows, so the accumulators
+// stay in registers for hundreds of steps; between chunks they rest in an
+// fp32 tile buffer in the workspace. Each output's sum runs over n, then
+// output rows, then pixels, always in that order, whichever task or thread
+// computes it, and tasks own disjoint sets of tiles: the bits do not depend
+// on the thread count. Padding is stored zeros, so border products cost a
+// little arithmetic and no branches.
+#include <memory>
+#include <vector>
+
+#include "impl/gemm/common.hpp"
+#include "impl/registry_entries.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace convbwd::detail::gemm {
+namespace {
+
+class WgradKernel final : public OpKernel {
+ public:
+  WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+    const Geometry& g = op.geo;
+    sp_ = space_of(g);
+    kern_ = kernels_for(ctx.isa).strided;
+    groups_ = g.groups;
+    n_ = g.n;
+    k_ = g.k;
+    c_ = g.c;
+
+    // dy: channels-last, unpadded.
+    dy_.v = op.a;
+    dy_.spatial = g.spatial;
+    dy_.rounding = op.rounding;
+    dy_.groups = g.groups;
+    dy_.cg = dy_.cp = g.k;
+    dy_.src = dy_.ext = sp_.y;
+    // x: channels-last, padded, channels rounded up to whole 16-vectors.
+    x_.v = op.b;
+    x_.spatial = g.spatial;
+    x_.rounding = op.rounding;
+    x_.groups = g.groups;
+    x_.cg = g.c;
+    x_.cp = round_up(g.c, kNr);
+    x_.src = sp_.x;
+    for (int d = 0; d < 3; ++d) {
+      x_.lo[d] = sp_.pb[d];
+      x_.ext[d] = (sp_.y[d] - 1) * sp_.s[d] + (sp_.k[d] - 1) * sp_.d[d] + 1;
+    }
+    kt_ = ceil_div(k_, kMr);
+    ct_ = x_.cp / kNr;
+    tiles_ = groups_ * sp_.taps() * ct_ * kt_;
+    // Rows per chunk: ~512 reduction steps, so a tile's 24 accumulator loads
+    // and stores are noise against its FMAs, while the chunk's rows of dy and
+    // x stay in L2 for all the tiles of a task.
+    rows_per_chunk_ = std::clamp<int64_t>(ceil_div(512, sp_.y[2]), 1, kMaxRuns);
+    tasks_ = std::min<int64_t>(tiles_, 4 * std::max(threads_, 1));
+
+    acc_floats_ = round_up(tiles_ * kMr * kNr, kAlignFloats);
+    // Slack after the dy copy: the strided kernel reads 6 channels from the
+    // last tile's first channel, which may run past the last pixel.
+    image_floats_ = round_up(groups_ * (dy_.image_floats() + x_.image_floats()), kAlignFloats);
+    const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
+    batch_ = std::min<int64_t>(n_, (budget - acc_floats_ - kAlignFloats) / image_floats_);
+    if (batch_ < 1) {
+      *why = "one image's channels-last copies do not fit the workspace budget";
+      ok_ = false;
+    }
+  }
+
+  bool ok() const { return ok_; }
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(acc_floats_ + batch_ * image_floats_ + kAlignFloats) * sizeof(float);
+  }
+
+  void run(const OpArgs& args, ThreadPool& pool) const override {
+    float* const acc = reinterpret_cast<float*>(args.workspace);
+    float* const xs = acc + acc_floats_;  // batch_ x-copies
+    float* const dys = xs + batch_ * groups_ * x_.image_floats();
+    for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
+      const int64_t nb = std::min(batch_, n_ - n0);
+      const int64_t xplanes = x_.planes(), yplanes = dy_.planes();
+      float* const dy_end = dys + nb * groups_ * dy_.image_floats();
+      std::fill(dy_end, dy_end + kAlignFloats, 0.0f);
+      pool.parallel_for(nb * (xplanes + yplanes), threads_, [&](int64_t t, int) {
+        const int64_t i = t / (xplanes + yplanes), pl = t % (xplanes + yplanes);
+        if (pl < xplanes)
+          x_.copy_plane(args.b, n0 + i, pl, xs + i * groups_ * x_.image_floats());
+        else
+          dy_.copy_plane(args.a, n0 + i, pl - xplanes, dys + i * groups_ * dy_.image_floats());
+      });
+      pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
+    }
+    pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { store(args.dst, acc, t); });
+  }
+
+ private:
+  static constexpr int64_t kMaxRuns = 256;
+
+  int64_t task_begin(int64_t t) const { return tiles_ * t / tasks_; }
+
+  // Tile index order: (g, tap, c-block, k-tile), k-tile fastest, so that
+  // consecutive tiles share the x rows of one tap.
+  void compute(float* acc, const float* xs, const float* dys, int64_t nb, bool first_batch, int64_t task) const {
+    const int64_t lo = task_begin(task), hi = task_begin(task + 1);
+    const int64_t taps = sp_.taps();
+    const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
+    int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
+    MicroArgs ka;
+    ka.as = k_;
+    ka.bs = sp_.s[2] * x_.cp;
+    ka.a_off = a_off;
+    ka.b_off = b_off;
+    ka.len = len;
+    for (int64_t row0 = 0; row0 < rows_total; row0 += rows_per_chunk_) {
+      const int64_t rows = std::min(rows_per_chunk_, rows_total - row0);
+      int64_t built_for = -1;
+      for (int64_t tl = lo; tl < hi; ++tl) {
+        const int64_t kt = tl % kt_, cb = (tl / kt_) % ct_, gr = tl / (kt_ * ct_);
+        const int64_t g = gr / taps, tap = gr % taps;
+        if (gr != built_for) {
+          ka.runs = build_runs(row0, rows, g, tap, a_off, b_off, len);
+          built_for = gr;
+        }
+        ka.a[0] = dys + kt * kMr;
+        ka.b = xs + cb * kNr;
+        ka.acc = acc + tl * kMr * kNr;
+        ka.accumulate = !(first_batch && row0 == 0);
+        kern_(ka);
+      }
+    }
+  }
+
+  // Runs of one chunk of output rows for group g and tap: one run per row,
+  // merged when a row continues exactly where the previous one ended (1x1
+  // stride-1 unpadded layers become a single run per chunk).
+  int64_t build_runs(int64_t row0, int64_t rows, int64_t g, int64_t tap, int64_t* a_off, int64_t* b_off,
+                     int64_t* len) const {
+    const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
+    const int64_t ys = sp_.y[0] * sp_.y[1];
+    const int64_t as = k_, bs = sp_.s[2] * x_.cp;
+    int64_t runs = 0;
+    for (int64_t row = row0; row < row0 + rows; ++row) {
+      const int64_t i = row / ys, o01 = row % ys, o0 = o01 / sp_.y[1], o1 = o01 % sp_.y[1];
+      const int64_t a = (i * groups_ + g) * dy_.image_floats() + (o0 * sp_.y[1] + o1) * sp_.y[2] * k_;
+      const int64_t b = (i * groups_ + g) * x_.image_floats() +
+                        (((o0 * sp_.s[0] + r0 * sp_.d[0]) * x_.ext[1] + o1 * sp_.s[1] + r1 * sp_.d[1]) * x_.ext[2] +
+                         r2 * sp_.d[2]) *
+                            x_.cp;
+      if (runs > 0 && a == a_off[runs - 1] + len[runs - 1] * as && b == b_off[runs - 1] + len[runs - 1] * bs) {
+        len[runs - 1] += sp_.y[2];
+        continue;
+      }
+      a_off[runs] = a;
+      b_off[runs] = b;
+      len[runs] = sp_.y[2];
+      ++runs;
+    }
+    return runs;
+  }
+
+  void store(void* dst, const float* acc, int64_t task) const {
+    const int64_t taps = sp_.taps();
+    const Strides ws = strides_of(op_.dst, op_.geo.spatial);
+    int64_t row_base[kMr];
+    for (int64_t tl = task_begin(task); tl < task_begin(task + 1); ++tl) {
+      const int64_t kt = tl % kt_, cb = (tl / kt_) % ct_, gr = tl / (kt_ * ct_);
+      const int64_t g = gr / taps, tap = gr % taps;
+      const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
+      const int rows = static_cast<int>(std::min<int64_t>(kMr, k_ - kt * kMr));
+      const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
+      if (cols <= 0) continue;
+      for (int i = 0; i < rows; ++i)
+        row_base[i] = ws.offset + (g * k_ + kt * kMr + i) * ws.n + cb * kNr * ws.ch + r0 * ws.sp[0] +
+                      r1 * ws.sp[1] + r2 * ws.sp[2];
+      store_tile(dst, op_.dst.dtype, acc + tl * kMr * kNr, row_base, rows, ws.ch, cols);
+    }
+  }
+
+  OpSpec op_;
+  int threads_ = 1;
+  Space sp_;
+  MicroKernel kern_ = nullptr;
+  int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0;
+  ImageCopy dy_, x_;
+  int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
+  int64_t acc_floats_ = 0, image_floats_ = 0, batch_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+}  // namespace convbwd::detail::gemm
+
+namespace convbwd::detail {
+
+const Implementation kGemmBwdWeightsImpl = {
+    "gemm_wgrad_nhwc", [](const OpSpec& op, const PlanContext& ctx, std::string* why) -> std::unique_ptr<OpKernel> {
+      if (op.op != Op::bwd_weights) {
+        *why = "not this operation";
+        return nullptr;
+      }
+      if (!gemm::supported(op, why)) return nullptr;
+      auto k = std::make_unique<gemm::WgradKernel>(op, ctx, why);
+      if (!k->ok()) return nullptr;
+      return k;
+    }};
+
+}  // namespace convbwd::detail

@@ -1,0 +1,228 @@
+// The dense GEMM paths (src/impl/gemm: gemm_fwd_nhwc, gemm_dgrad_phase_nhwc,
+// gemm_wgrad_nhwc) against the fp64 reference, planned directly with every
+// ISA this CPU has and with 1 and 2 threads (whose bits must be identical).
+// The shapes walk exact 6x16 tiles, row/column tails, sub-tiles, strides,
+// dilation, asymmetric padding, groups, transposed, 1D/2D/3D, each dtype and
+// operand rounding, and strided output views (canaries around them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "impl/registry_entries.hpp"
+#include "numeric/float_formats.hpp"
+#include "problem/spec.hpp"
+#include "reference/reference.hpp"
+#include "runtime/thread_pool.hpp"
+#include "util/tensor.hpp"
+
+namespace convbwd::test {
+namespace {
+
+using detail::Isa;
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::scalar};
+  if (detail::detected_isa() >= Isa::avx2) v.push_back(Isa::avx2);
+  return v;
+}
+
+const detail::Implementation& impl_for(detail::Op op) {
+  switch (op) {
+    case detail::Op::fwd: return detail::kGemmFwdImpl;
+    case detail::Op::bwd_data: return detail::kGemmBwdDataImpl;
+    default: return detail::kGemmBwdWeightsImpl;
+  }
+}
+
+struct Aligned {
+  void* p = nullptr;
+  explicit Aligned(size_t bytes) : p(bytes ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr) {}
+  ~Aligned() { std::free(p); }
+};
+
+// Runs one gradient of `desc` through the GEMM path with every ISA and thread
+// count 1 and 2; compares with the reference and checks the canaries.
+void check(const std::string& desc, Gradient which, Layout in_layout = Layout::contiguous,
+           Layout out_layout = Layout::contiguous, Fill fill_kind = Fill::uniform) {
+  SCOPED_TRACE(desc + " gradient " + std::to_string(static_cast<int>(which)) + " in " + to_string(in_layout) +
+               " out " + to_string(out_layout));
+  auto parsed = Problem::parse(desc);
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  Problem p = parsed.value();
+  std::mt19937_64 rng(42);
+  HostTensor go = make_tensor(p.grad_output.dtype, p.grad_output.dims, in_layout);
+  HostTensor in = make_tensor(p.input.dtype, p.input.dims, in_layout);
+  HostTensor w = make_tensor(p.weight.dtype, p.weight.dims, in_layout);
+  for (HostTensor* t : {&go, &in, &w}) fill(*t, fill_kind, rng);
+  p.grad_output = go.desc;
+  p.input = in.desc;
+  p.weight = w.desc;
+  HostTensor out = make_tensor(p.gradient_dtype(which), p.gradient_dims(which), out_layout);
+  (which == Gradient::input ? p.grad_input : p.grad_weight) = out.desc;
+  auto spec = detail::validate(p);
+  ASSERT_TRUE(spec) << spec.error().message;
+  const detail::OpSpec op = spec->op_for(which);
+  const bool tr = p.transposed;
+  const void* a = go.data();
+  const void* b = w.data();
+  if (which == Gradient::weight) {
+    a = tr ? in.data() : go.data();
+    b = tr ? go.data() : in.data();
+  }
+
+  // Reference and sum |products| for the tolerance, contiguous.
+  const int64_t n_out = out.elements();
+  detail::OpSpec ref_op = op;
+  int64_t s = 1;
+  for (int i = op.dst.rank - 1; i >= 0; --i) ref_op.dst.strides[i] = s, s *= op.dst.dims[i];
+  ref_op.dst.offset = 0;
+  ref_op.dst.dtype = DataType::f32;
+  std::vector<float> ref(static_cast<size_t>(n_out)), sum_abs(static_cast<size_t>(n_out));
+  // fp32 reference output is enough here: the tolerance covers one extra ulp.
+  detail::reference_run(ref_op, a, b, ref.data());
+  {
+    HostTensor ga = go, ia = in, wa = w;
+    for (HostTensor* t : {&ga, &ia, &wa})
+      for (int64_t i = 0; i < t->elements(); ++i) {
+        unsigned char* q = t->storage.data() + static_cast<size_t>(t->storage_index(i)) * size_of(t->desc.dtype);
+        q[size_of(t->desc.dtype) - 1] &= 0x7f;
+      }
+    const void* aa = ga.data();
+    const void* ba = wa.data();
+    if (which == Gradient::weight) {
+      aa = tr ? ia.data() : ga.data();
+      ba = tr ? ga.data() : ia.data();
+    }
+    detail::reference_run(ref_op, aa, ba, sum_abs.data());
+  }
+  const int64_t red = detail::reduction_length(op);
+
+  detail::ThreadPool pool(2);
+  for (Isa isa : isas()) {
+    std::vector<unsigned char> first;
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string("isa ") + std::string(detail::to_string(isa)) + " threads " + std::to_string(threads));
+      std::string why;
+      auto k = impl_for(op.op).plan(op, detail::PlanContext{isa, threads}, &why);
+      ASSERT_TRUE(k) << "declined: " << why;
+      Aligned ws(k->workspace_bytes());
+      HostTensor o = out;  // canary-filled storage
+      detail::OpArgs args{a, b, o.data(), static_cast<std::byte*>(ws.p)};
+      k->run(args, pool);
+      int failures = 0;
+      for (int64_t j = 0; j < n_out && failures < 5; ++j) {
+        const double want = ref[static_cast<size_t>(j)];
+        const double got = o.at(j);
+        const double tol = tolerance(o.desc.dtype, want, sum_abs[static_cast<size_t>(j)], red) +
+                           std::fabs(want) * 0x1p-24;  // the fp32 reference's own rounding
+        const bool exact = fill_kind == Fill::small_ints && sum_abs[static_cast<size_t>(j)] < 0x1p24;
+        if (exact ? got != want : !(std::fabs(got - want) <= tol)) {
+          ++failures;
+          ADD_FAILURE() << "element " << j << ": got " << got << ", want " << want << ", tolerance " << tol;
+        }
+      }
+      std::vector<bool> covered(o.storage.size() / size_of(o.desc.dtype), false);
+      for (int64_t j = 0; j < n_out; ++j) covered[static_cast<size_t>(o.storage_index(j))] = true;
+      for (size_t e = 0; e < covered.size(); ++e)
+        if (!covered[e]) {
+          for (size_t q = 0; q < size_of(o.desc.dtype); ++q)
+            ASSERT_EQ(o.storage[e * size_of(o.desc.dtype) + q], out.storage[e * size_of(o.desc.dtype) + q])
+                << "storage element " << e << " outside the output view was written";
+        }
+      if (threads == 1)
+        first = o.storage;
+      else
+        EXPECT_TRUE(first == o.storage) << "1 and 2 threads give different bits";
+    }
+  }
+}
+
+void check_both(const std::string& desc, Layout in_layout = Layout::contiguous,
+                Layout out_layout = Layout::contiguous) {
+  check(desc, Gradient::input, in_layout, out_layout);
+  check(desc, Gradient::weight, in_layout, out_layout);
+}
+
+TEST(ImplGemm, ExactTiles2d) { check_both("mb2ic16ih6iw8oc12kh1"); }
+TEST(ImplGemm, Tails2d) { check_both("mb3ic19ih7oc23kh3ph1"); }
+TEST(ImplGemm, SubTiles) {
+  check_both("mb1ic1ih1oc1kh1");
+  check_both("mb1ic3ih2iw3oc5kh2");
+}
+TEST(ImplGemm, Strided) {
+  check_both("mb2ic17ih11oc20kh3sh2ph1");
+  check_both("mb2ic8ih13iw9oc7kh3kw2sh3sw2ph2pw0");
+  check_both("mb1ic5ih9oc6kh1sh4");  // stride above the kernel: some gradient rows are zero
+}
+TEST(ImplGemm, Dilated) { check_both("mb2ic9ih12oc18kh3dh2ph2"); }
+TEST(ImplGemm, AsymmetricPadding) { check_both("mb2ic8ih9oc8kh3ph1phr2pw0pwr1"); }
+TEST(ImplGemm, Groups) { check_both("mb2ic24ih7oc36kh3ph1g3"); }
+TEST(ImplGemm, OneByOne) {
+  check_both("mb2ic40ih7oc70kh1");
+  check_both("mb2ic33ih6oc18kh1sh2");
+}
+TEST(ImplGemm, Transposed) {
+  check_both("mb2ic16ih5oc12kh4sh2ph1_tr");
+  check_both("mb2ic8ih7oc9kh3sh2ph1oph1_tr");
+  check_both("mb1ic10ih6oc6kh2sh2g2_tr");
+}
+TEST(ImplGemm, OneD) {
+  check_both("mb2ic12iw40oc20kw3sw2pw1");
+  check_both("mb1ic8iw30oc8kw2dw4");
+}
+TEST(ImplGemm, ThreeD) {
+  check_both("mb1ic8id6oc10kd3pd1");
+  check_both("mb1ic6id7oc5kd2sd2_tr");
+}
+TEST(ImplGemm, Dtypes) {
+  check_both("mb2ic18ih7oc20kh3ph1_dtbf16");
+  check_both("mb2ic18ih7oc20kh3ph1_dtf16");
+  check_both("mb2ic10ih6oc9kh3sh2ph1_dtf16:bf16:f32");
+  check_both("mb2ic10ih6oc9kh3sh2ph1_dtbf16_tr");
+}
+TEST(ImplGemm, OperandRounding) {
+  check_both("mb2ic18ih7oc20kh3ph1_math1");
+  check_both("mb2ic18ih7oc20kh3ph1_math2");
+  check_both("mb2ic18ih7oc20kh3ph1_math3_tr");
+}
+TEST(ImplGemm, Layouts) {
+  check_both("mb2ic18ih7oc20kh3ph1", Layout::channels_last, Layout::padded);
+  check_both("mb2ic18ih7oc20kh3sh2ph1", Layout::padded, Layout::reversed);
+  check_both("mb1ic9id4oc7kd3pd1", Layout::reversed, Layout::channels_last);
+}
+TEST(ImplGemm, SmallIntsExact) {
+  // Small integers: every fp32 sum is exact, so the result must equal the
+  // reference bit for bit (the tolerance above would hide a lost product).
+  check("mb2ic21ih9oc17kh3sh2ph1", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+  check("mb2ic21ih9oc17kh3sh2ph1", Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+}
+
+TEST(ImplGemm, DeclinesEightBitAndBias) {
+  auto p = Problem::parse("mb1ic4ih5oc4kh3_tr_dtf8e4m3_mask100");
+  ASSERT_TRUE(p) << p.error().message;
+  auto spec = detail::validate(p.value());
+  ASSERT_TRUE(spec) << spec.error().message;
+  std::string why;
+  EXPECT_FALSE(detail::kGemmFwdImpl.plan(spec->op_for(Gradient::input), {Isa::scalar, 1}, &why));
+  EXPECT_NE(why.find("8-bit"), std::string::npos) << why;
+}
+
+TEST(ImplGemm, ChosenByThePlan) {
+  auto p = Problem::parse("mb2ic32ih8oc32kh3ph1");
+  ASSERT_TRUE(p);
+  auto plan = Plan::create(p.value());
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->implementation(Gradient::input), "gemm_dgrad_phase_nhwc");
+  EXPECT_EQ(plan->implementation(Gradient::weight), "gemm_wgrad_nhwc");
+  auto t = Problem::parse("mb2ic32ih8oc32kh3ph1_tr");
+  ASSERT_TRUE(t);
+  auto tplan = Plan::create(t.value());
+  ASSERT_TRUE(tplan) << tplan.error().message;
+  EXPECT_EQ(tplan->implementation(Gradient::input), "gemm_fwd_nhwc");
+}
+
+}  // namespace
+}  // namespace convbwd::test
