@@ -8,6 +8,9 @@ namespace convbwd::detail {
 extern const Implementation kZerosImpl;
 extern const Implementation kDepthwiseDirectImpl;  // src/impl/depthwise
 extern const Implementation kBiasReduceImpl;       // src/impl/bias
+extern const Implementation kGemmFwdImpl;         // src/impl/gemm
+extern const Implementation kGemmBwdDataImpl;     // src/impl/gemm
+extern const Implementation kGemmBwdWeightsImpl;  // src/impl/gemm
 extern const Implementation kReferenceImpl;
 
 }  // namespace convbwd::detail
