@@ -1,29 +1,55 @@
-# Installs the build tree into PREFIX, compiles SAMPLE with one plain compiler
-# line against it (CANN's link names, no CMake), and runs the result.
-foreach(v BUILD_DIR PREFIX CXX SAMPLE LIBDIR)
+# Installs the build tree into PREFIX, then builds and runs samples against it
+# the ways users do: CANN's plain compiler line, pkg-config, find_package.
+foreach(v BUILD_DIR PREFIX CXX SAMPLE_DIR LIBDIR GENERATOR)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "installed_build_line.cmake: ${v} is not set")
   endif()
 endforeach()
+
+function(run_checked what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}${err}")
+  endif()
+  set(LAST_OUTPUT "${out}" PARENT_SCOPE)
+endfunction()
+
+function(run_sample what exe expect)
+  run_checked("${what}" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${PREFIX}/${LIBDIR} ${exe})
+  if(NOT LAST_OUTPUT MATCHES "PASS ${expect}")
+    message(FATAL_ERROR "${what} did not print 'PASS ${expect}':\n${LAST_OUTPUT}")
+  endif()
+  message(STATUS "${what}: PASS ${expect}")
+endfunction()
+
 file(REMOVE_RECURSE ${PREFIX})
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX}
-                RESULT_VARIABLE rc OUTPUT_QUIET)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "cmake --install failed: ${rc}")
+run_checked("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX})
+
+# 1. CANN's line. The sample's helper header sits next to it and is found by
+#    its quoted include; everything else must come from the prefix.
+run_checked("the CANN build line" ${CXX} ${SAMPLE_DIR}/conv_backward_2d.cpp -I${PREFIX}/include
+            -I${PREFIX}/include/aclnnop -L${PREFIX}/${LIBDIR} -lascendcl -lnnopbase -lopapi -o ${PREFIX}/sample_2d)
+run_sample("CANN build line" ${PREFIX}/sample_2d conv_backward_2d)
+
+# 2. pkg-config.
+if(PKG_CONFIG)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${PREFIX}/${LIBDIR}/pkgconfig
+                          ${PKG_CONFIG} --cflags --libs convbwd
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE flags OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config cannot find convbwd in ${PREFIX}")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  run_checked("the pkg-config build line" ${CXX} ${SAMPLE_DIR}/conv_backward_3d.cpp ${flags} -o ${PREFIX}/sample_3d)
+  run_sample("pkg-config" ${PREFIX}/sample_3d conv_backward_3d)
 endif()
-set(exe ${PREFIX}/sample_2d)
-# The sample's own directory is not on the line: it must build from the
-# installed headers (its helper header sits next to it and is found by the
-# quoted include).
-execute_process(COMMAND ${CXX} ${SAMPLE} -I${PREFIX}/include -I${PREFIX}/include/aclnnop
-                        -L${PREFIX}/${LIBDIR} -lascendcl -lnnopbase -lopapi -o ${exe}
-                RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "the plain build line failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${PREFIX}/${LIBDIR} ${exe}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-message("${out}${err}")
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "the sample failed: ${rc}")
-endif()
+
+# 3. find_package, shared and static.
+set(consumer ${PREFIX}/consumer-build)
+run_checked("configuring the find_package consumer" ${CMAKE_COMMAND} -S ${SAMPLE_DIR}/consumer -B ${consumer}
+            -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX} -DSAMPLE_DIR=${SAMPLE_DIR})
+run_checked("building the find_package consumer" ${CMAKE_COMMAND} --build ${consumer})
+run_sample("find_package (shared)" ${consumer}/consumer_1d conv_backward_1d)
+run_sample("find_package (static)" ${consumer}/consumer_1d_static conv_backward_1d)
+
+message("ALL INSTALLED CHECKS PASSED")

@@ -302,9 +302,11 @@ TEST_P(CapiMatchesCpp, BitForBit) {
   EXPECT_EQ(c.gb.contents(), cpp[2]) << "gradBias differs for " << GetParam();
   // And the requested outputs were written (canaries alone would also "match").
   const Operand* outs[3] = {&c.gi, &c.gw, &c.gb};
-  for (int i = 0; i < 3; ++i)
-    if (c.problem.output_mask[static_cast<size_t>(i)])
+  for (int i = 0; i < 3; ++i) {
+    if (c.problem.output_mask[static_cast<size_t>(i)]) {
       EXPECT_NE(std::vector<unsigned char>(outs[i]->bytes, 0xab), outs[i]->contents()) << "output " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
