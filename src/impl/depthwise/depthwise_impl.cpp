@@ -88,6 +88,11 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
            std::to_string(kMaxGroupChannels) + "; a GEMM path suits them";
     return nullptr;
   }
+  if (g.ksize[g.spatial - 1] > kDwMaxKw || g.stride[g.spatial - 1] > kDwMaxKw) {
+    *why = "kernel width " + std::to_string(g.ksize[g.spatial - 1]) + " or width stride " +
+           std::to_string(g.stride[g.spatial - 1]) + " exceeds " + std::to_string(kDwMaxKw);
+    return nullptr;
+  }
   if (reduction_length(op) == 0 || op.a.empty() || op.b.empty() || op.dst.empty() || g.spatial < 1 ||
       g.spatial > 3) {
     *why = "empty extents are left to the zeros and reference paths";
@@ -129,6 +134,20 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   p.ly = (p.pw + p.xw - 1) / p.sw + 1 + W + p.amax;
   p.phase_pad = dw_round_up(p.xw / p.sw + 1, W);
   p.xw_pad = dw_round_up(p.xw, W);
+  for (int64_t rw = 0; rw < p.kw; ++rw) {
+    const int64_t t = rw * p.dw;
+    p.tap_phase[rw] = t % p.sw;
+    p.tap_shift[rw] = t / p.sw;
+    p.xoff[rw] = p.tap_phase[rw] * p.lq + p.tap_shift[rw];
+  }
+  for (int64_t q = 0; q < p.sw; ++q) {
+    // Padded columns j = m*sw + q inside [pw, pw + xw).
+    const int64_t lo = q >= p.pw ? 0 : (p.pw - q + p.sw - 1) / p.sw;
+    const int64_t end = p.pw + p.xw - q;  // columns j - q < end
+    const int64_t hi = end > 0 ? (end - 1) / p.sw + 1 : 0;
+    p.phase_lo[q] = lo;
+    p.phase_count[q] = std::max<int64_t>(0, hi - lo);
+  }
   const int threads = std::max(1, ctx.threads);
 
   int64_t x_f = 0, y_f = 0, w_f = 0, acc_f = 0;

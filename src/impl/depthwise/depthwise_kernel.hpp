@@ -18,8 +18,25 @@
 
 #include "impl/depthwise/depthwise_plan.hpp"
 
+// Register-blocked loops must be fully unrolled, or the accumulators live in
+// memory (GCC -O2 does not unroll them by itself).
+#define CONVBWD_UNROLL _Pragma("GCC unroll 8")
+
 namespace convbwd::detail {
 namespace {
+
+// Output index o of (t = i + pad - r*dilation) when t is a multiple of the
+// stride and o < limit; the stride-1 case avoids a division.
+inline bool dw_tap_hits(int64_t t, int64_t stride, int64_t limit, int64_t* o) {
+  if (t < 0) return false;
+  if (stride == 1) {
+    *o = t;
+    return t < limit;
+  }
+  if (t % stride != 0) return false;
+  *o = t / stride;
+  return *o < limit;
+}
 
 template <class V>
 struct DwKernel {
@@ -112,7 +129,7 @@ struct DwKernel {
   static void fwd_block(const DwPlan& p, const float* xbuf, const float* wk, int64_t od, int64_t oh, int64_t o0,
                         float* yrow) {
     R acc[NB];
-    for (int j = 0; j < NB; ++j) acc[j] = V::zero();
+    CONVBWD_UNROLL for (int j = 0; j < NB; ++j) acc[j] = V::zero();
     const int64_t row = p.sw * p.lq;
     for (int64_t c = 0; c < p.c; ++c) {
       for (int64_t rd = 0; rd < p.kd; ++rd) {
@@ -124,15 +141,14 @@ struct DwKernel {
           const float* xr = xbuf + ((c * p.xd + id) * p.xh + ih) * row + o0;
           const float* wr = wk + ((c * p.kd + rd) * p.kh + rh) * p.kw;
           for (int64_t rw = 0; rw < p.kw; ++rw) {
-            const int64_t t = rw * p.dw;
-            const float* xp = xr + (t % p.sw) * p.lq + t / p.sw;
+            const float* xp = xr + p.xoff[rw];
             const R wv = V::bcast(wr + rw);
-            for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(xp + j * W), acc[j]);
+            CONVBWD_UNROLL for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(xp + j * W), acc[j]);
           }
         }
       }
     }
-    for (int j = 0; j < NB; ++j) V::store(yrow + o0 + j * W, acc[j]);
+    CONVBWD_UNROLL for (int j = 0; j < NB; ++j) V::store(yrow + o0 + j * W, acc[j]);
   }
 
   template <class Block>
@@ -188,30 +204,27 @@ struct DwKernel {
   static void bwd_data_block(const DwPlan& p, const float* ybuf, const float* wbuf, int64_t c, int64_t id,
                              int64_t ih, int64_t q, int64_t m0, float* out) {
     R acc[NB];
-    for (int j = 0; j < NB; ++j) acc[j] = V::zero();
+    CONVBWD_UNROLL for (int j = 0; j < NB; ++j) acc[j] = V::zero();
     const int64_t ks = p.kd * p.kh * p.kw;
     for (int64_t k = 0; k < p.k; ++k) {
       for (int64_t rd = 0; rd < p.kd; ++rd) {
-        const int64_t td = id + p.pd - rd * p.dd;
-        if (td < 0 || td % p.sd != 0 || td / p.sd >= p.yd) continue;
-        const int64_t od = td / p.sd;
+        int64_t od = 0;
+        if (!dw_tap_hits(id + p.pd - rd * p.dd, p.sd, p.yd, &od)) continue;
         for (int64_t rh = 0; rh < p.kh; ++rh) {
-          const int64_t th = ih + p.ph - rh * p.dh;
-          if (th < 0 || th % p.sh != 0 || th / p.sh >= p.yh) continue;
-          const int64_t oh = th / p.sh;
+          int64_t oh = 0;
+          if (!dw_tap_hits(ih + p.ph - rh * p.dh, p.sh, p.yh, &oh)) continue;
           const float* yr = ybuf + ((k * p.yd + od) * p.yh + oh) * p.ly + p.amax + m0;
           const float* wr = wbuf + (k * p.c + c) * ks + (rd * p.kh + rh) * p.kw;
           for (int64_t rw = 0; rw < p.kw; ++rw) {
-            const int64_t t = rw * p.dw;
-            if (t % p.sw != q) continue;
-            const float* yp = yr - t / p.sw;
+            if (p.tap_phase[rw] != q) continue;
+            const float* yp = yr - p.tap_shift[rw];
             const R wv = V::bcast(wr + rw);
-            for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(yp + j * W), acc[j]);
+            CONVBWD_UNROLL for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(yp + j * W), acc[j]);
           }
         }
       }
     }
-    for (int j = 0; j < NB; ++j) V::store(out + j * W, acc[j]);
+    CONVBWD_UNROLL for (int j = 0; j < NB; ++j) V::store(out + j * W, acc[j]);
   }
 
   static void bwd_data(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
@@ -227,10 +240,8 @@ struct DwKernel {
         for (int64_t ih = 0; ih < p.xh; ++ih) {
           for (int64_t q = 0; q < p.sw; ++q) {
             // Phase q covers padded columns m*sw + q in [pw, pw + xw).
-            const int64_t m_lo = p.pw >= q ? (p.pw - q + p.sw - 1) / p.sw : 0;
-            const int64_t m_hi = (p.pw + p.xw - 1 - q) / p.sw;  // pw + xw - 1 - q >= 0 here
-            if (p.pw + p.xw - 1 < q || m_hi < m_lo) continue;
-            const int64_t count = m_hi - m_lo + 1;
+            const int64_t m_lo = p.phase_lo[q], count = p.phase_count[q];
+            if (count <= 0) continue;
             float* out = p.sw == 1 ? xrow : phase;
             for_blocks(0, dw_round_up(count, W), [&](int64_t o0, int64_t nb) {
 #define CONVBWD_DW_CALL(NB) bwd_data_block<NB>(p, ybuf, wbuf, c, id, ih, q, m_lo + o0, out + o0)
@@ -255,9 +266,9 @@ struct DwKernel {
     // Accumulators live in scratch between calls; unaligned loads and stores,
     // since the caller's workspace alignment is only recommended.
     R acc[NR];
-    for (int j = 0; j < NR; ++j) acc[j] = V::load(accmem + j * W);
+    CONVBWD_UNROLL for (int j = 0; j < NR; ++j) acc[j] = V::load(accmem + j * W);
     int64_t xoff[NR];
-    for (int j = 0; j < NR; ++j) {
+    CONVBWD_UNROLL for (int j = 0; j < NR; ++j) {
       const int64_t t = (rw0 + j) * p.dw;
       xoff[j] = (t % p.sw) * p.lq + t / p.sw;
     }
@@ -274,16 +285,16 @@ struct DwKernel {
         const float* yr = ybuf + ((kk * p.yd + od) * p.yh + oh) * p.yw_pad;
         for (int64_t o = 0; o < full; o += W) {
           const R dy = V::load(yr + o);
-          for (int j = 0; j < NR; ++j) acc[j] = V::fma(dy, V::load(xr + xoff[j] + o), acc[j]);
+          CONVBWD_UNROLL for (int j = 0; j < NR; ++j) acc[j] = V::fma(dy, V::load(xr + xoff[j] + o), acc[j]);
         }
         if (tail) {
           const R dy = V::load(yr + full);
-          for (int j = 0; j < NR; ++j)
+          CONVBWD_UNROLL for (int j = 0; j < NR; ++j)
             acc[j] = V::fma(dy, V::keep_first(V::load(xr + xoff[j] + full), tail), acc[j]);
         }
       }
     }
-    for (int j = 0; j < NR; ++j) V::store(accmem + j * W, acc[j]);
+    CONVBWD_UNROLL for (int j = 0; j < NR; ++j) V::store(accmem + j * W, acc[j]);
   }
 
   static void bwd_weights(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {

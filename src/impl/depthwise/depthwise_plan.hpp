@@ -3,6 +3,7 @@
 // computed once at plan time; the kernels only read it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -13,6 +14,8 @@ namespace convbwd::detail {
 // Vector width in floats the kernels tile by. The same on every ISA (the
 // scalar kernel emulates 8 lanes), so plan-time sizes do not depend on it.
 constexpr int64_t kDwLanes = 8;
+// Widest kernel (taps along the width) the plan tabulates offsets for.
+constexpr int64_t kDwMaxKw = 64;
 
 inline int64_t dw_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -41,6 +44,12 @@ struct DwPlan {
   // Packed dy rows (bwd_data): `amax` zeros on the left, `ly` floats in all.
   int64_t amax = 0, ly = 0;
   int64_t xw_pad = 0;     // bwd_data: a dx row, rounded up plus one vector
+  // Per width tap rw (t = rw*dw): its phase t % sw, its shift t / sw, and
+  // its offset into packed x rows, (t % sw)*lq + t / sw.
+  std::array<int64_t, kDwMaxKw> tap_phase{}, tap_shift{}, xoff{};
+  // bwd_data: phase q of a dx row covers padded columns m*sw + q for m in
+  // [phase_lo[q], phase_lo[q] + phase_count[q]) (sw <= kDwMaxKw).
+  std::array<int64_t, kDwMaxKw> phase_lo{}, phase_count{};
   int64_t phase_pad = 0;  // bwd_data: one phase of a dx row, rounded up
 
   int64_t kblock = 1;  // bwd_weights: out-channels per task
