@@ -1,9 +1,32 @@
+// convbwd: the command-line tool. Parsing is in args.cpp, the modes in
+// check.cpp, perf.cpp and data.cpp, dispatch in modes.cpp.
 #include <cstdio>
-#include "convbwd/convbwd.hpp"
+#include <exception>
+#include <new>
+
+#include "args.hpp"
+#include "modes.hpp"
+#include "report.hpp"
+
 int main(int argc, char** argv) {
-  auto p = convbwd::Problem::parse(argc > 1 ? argv[1] : "mb4ic30ih80oc320kh3ph1");
-  if (!p) { std::fprintf(stderr, "%s\n", p.error().message.c_str()); return 1; }
-  auto plan = convbwd::Plan::create(p.value());
-  if (!plan) { std::fprintf(stderr, "%s\n", plan.error().message.c_str()); return 1; }
-  std::printf("%s ws=%zu flops=%g\n", plan->problem().descriptor().c_str(), plan->workspace_size(), plan->flops());
+  using namespace convbwd::cli;
+  auto options = parse_args(argc, argv);
+  if (!options) {
+    print_error(options.error().message);
+    return kExitError;
+  }
+  if (options->help) {
+    std::fputs(help_text(), stdout);
+    return kExitPass;
+  }
+  // Nothing should throw past the modes; if memory runs out or a library
+  // throws anyway, say so instead of aborting.
+  try {
+    return run(options.value());
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory");
+  } catch (const std::exception& e) {
+    print_error(std::string("unexpected exception: ") + e.what());
+  }
+  return kExitError;
 }

@@ -1,0 +1,55 @@
+// Command-line flags of the convbwd tool, and its --help text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convbwd/convbwd.hpp"
+#include "host.hpp"
+
+namespace convbwd::cli {
+
+enum class Mode {
+  check,  // run on seeded data, compare with the reference
+  perf,   // time Plan::execute
+  all,    // check, then perf (the no-argument default)
+  data,   // .npy in, .npy out
+};
+const char* to_string(Mode);
+
+// The process exit codes.
+enum Exit : int {
+  kExitPass = 0,
+  kExitFail = 1,   // a check found an error above tolerance
+  kExitError = 2,  // bad flag, descriptor, file or problem
+};
+
+struct Options {
+  std::optional<Mode> mode;  // unset: check when a descriptor or batch is given
+  std::vector<std::string> descriptors;  // positional arguments
+  std::string batch_file;
+  uint64_t seed = 1;
+  Fill fill = Fill::uniform;
+  std::optional<int> repeats;  // perf: timed runs (default 5, or 3 when one run is slow)
+  int warmup = 1;
+  std::optional<int> threads;  // convbwd::set_num_threads; unset: library default
+  bool check_all = false;      // check every element even for huge problems
+  double check_budget_gflop = 1;  // reference work above which a subset is checked
+  std::string grad_output_path, input_path, weight_path, out_dir;
+  bool verbose = false;
+  bool help = false;
+  bool no_arguments = false;  // argv had nothing: run the built-in default
+};
+
+// Parses argv. Errors name the flag and what was expected.
+Result<Options> parse_args(int argc, const char* const* argv);
+
+// The full --help text: flags, descriptor syntax, environment variables.
+const char* help_text();
+
+// The CANN 2D sample's problem, the no-argument default.
+constexpr const char* kDefaultDescriptor = "mb4ic30ih80oc320kh3ph1";
+
+}  // namespace convbwd::cli

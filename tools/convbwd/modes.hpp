@@ -1,0 +1,44 @@
+// The modes of the convbwd tool. Each prints its own report and repro line
+// and returns an Outcome; run() maps outcomes to the exit status.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "args.hpp"
+
+namespace convbwd::cli {
+
+enum class Outcome { pass, fail, error };
+
+struct CaseResult {
+  Outcome outcome = Outcome::error;
+  double worst_scaled_error = 0;  // check
+  bool subset = false;            // check: only a subset of elements was compared
+  double median_ms = 0, gflops = 0;  // perf
+};
+
+// One descriptor in check, perf or all mode. Prints a block ending in a repro line.
+CaseResult run_case(const std::string& descriptor, Mode mode, const Options& options);
+CaseResult run_check(const Problem& problem, const std::string& descriptor, const Options& options);
+CaseResult run_perf(const Problem& problem, const std::string& descriptor, const Options& options);
+// Data mode (.npy in, .npy out).
+Outcome run_data(const Options& options);
+
+// Everything the parsed command line asks for; returns the exit status.
+int run(const Options& options);
+
+// Memory a problem's tensors need in check mode (inputs, their absolute
+// copies, outputs and the reference's), so huge descriptors get a clear
+// error instead of an allocation failure.
+double check_bytes(const Problem& problem);
+constexpr double kMemoryLimitBytes = 16.0 * (1ull << 30);
+
+// 64-byte aligned scratch for Plan::execute.
+struct Workspace {
+  std::unique_ptr<unsigned char, void (*)(void*)> ptr{nullptr, nullptr};
+  size_t bytes = 0;
+};
+Workspace make_workspace(size_t bytes);
+
+}  // namespace convbwd::cli

@@ -1,0 +1,83 @@
+// Perf mode: times Plan::execute on seeded data.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "host.hpp"
+#include "modes.hpp"
+#include "report.hpp"
+
+namespace convbwd::cli {
+
+CaseResult run_perf(const Problem& given, const std::string& desc, const Options& o) {
+  CaseResult res;
+  std::mt19937_64 rng(o.seed);
+  HostTensor go = make_host(given.grad_output.dtype, given.grad_output.dims);
+  HostTensor in = make_host(given.input.dtype, given.input.dims);
+  HostTensor w = make_host(given.weight.dtype, given.weight.dims);
+  for (HostTensor* t : {&go, &in, &w}) fill(*t, Fill::uniform, rng);
+  Problem p = given;
+  p.grad_output = go.desc();
+  p.input = in.desc();
+  p.weight = w.desc();
+  HostTensor outs[3];
+  TensorDesc* out_desc[3] = {&p.grad_input, &p.grad_weight, &p.grad_bias};
+  for (int i = 0; i < 3; ++i) {
+    if (!p.output_mask[i]) continue;
+    const auto g = static_cast<Gradient>(i);
+    outs[i] = make_host(p.gradient_dtype(g), p.gradient_dims(g));
+    *out_desc[i] = outs[i].desc();
+  }
+  auto plan = Plan::create(p);
+  if (!plan) {
+    print_error(desc + ": " + plan.error().message);
+    std::printf("%s\n", repro_line(Mode::perf, desc, o).c_str());
+    return res;
+  }
+  Workspace ws = make_workspace(plan->workspace_size());
+  const Buffers buffers{go.data(), in.data(), w.data(), outs[0].data(), outs[1].data(), outs[2].data()};
+  auto run_once = [&](double& ms) -> bool {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Error e = plan->execute(buffers, ws.ptr.get(), ws.bytes);
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (e) print_error(desc + ": execute failed: " + e.message);
+    return !e;
+  };
+  double first_ms = 0;
+  for (int i = 0; i < o.warmup; ++i)
+    if (!run_once(first_ms)) return res;
+  // Without --repeats: 5 runs, or 3 when a run takes over a second (a slow
+  // implementation, e.g. the reference, should not make a perf run take minutes).
+  std::vector<double> times;
+  int repeats = o.repeats.value_or(5);
+  for (int i = 0; i < repeats; ++i) {
+    double ms = 0;
+    if (!run_once(ms)) return res;
+    times.push_back(ms);
+    if (!o.repeats && i == 0 && std::max(ms, first_ms) > 1000) repeats = 3;
+  }
+  std::sort(times.begin(), times.end());
+  const size_t m = times.size();
+  res.median_ms = m % 2 ? times[m / 2] : (times[m / 2 - 1] + times[m / 2]) / 2;
+  const double min_ms = times.front();
+  res.gflops = res.median_ms > 0 ? plan->flops() / (res.median_ms * 1e6) : 0;
+
+  std::string impls;
+  for (int i = 0; i < 3; ++i) {
+    const auto g = static_cast<Gradient>(i);
+    if (!p.output_mask[i]) continue;
+    impls += std::string(impls.empty() ? "" : " ") + gradient_name(g) + "=" + std::string(plan->implementation(g));
+  }
+  std::printf("perf  %s  median %s  min %s  %.2f GFLOP/s  (%.3g GFLOP; %d runs after %d warm-up; %d threads; isa %s)\n",
+              desc.c_str(), format_ms(res.median_ms).c_str(), format_ms(min_ms).c_str(), res.gflops,
+              plan->flops() / 1e9, static_cast<int>(m), o.warmup, convbwd::num_threads(),
+              std::string(convbwd::isa()).c_str());
+  std::printf("  implementations: %s\n", impls.c_str());
+  std::printf("%s\n", repro_line(Mode::perf, desc, o).c_str());
+  res.outcome = Outcome::pass;
+  return res;
+}
+
+}  // namespace convbwd::cli

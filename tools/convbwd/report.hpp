@@ -1,0 +1,25 @@
+// What the CLI prints: repro lines, dims, times. Output goes to stdout,
+// errors to stderr.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+
+namespace convbwd::cli {
+
+// "repro: convbwd --mode=check mb4ic30ih80oc320kh3ph1 --seed=1": the one line
+// that reruns a case, with every flag that changes its result.
+std::string repro_line(Mode mode, const std::string& descriptor, const Options& options);
+
+std::string format_dims(const std::vector<int64_t>& dims);
+std::string format_ms(double ms);
+std::string format_count(double v);  // 1.23e+06 -> "1.23M"
+
+const char* gradient_name(Gradient g);
+
+// "error: ..." on stderr.
+void print_error(const std::string& message);
+
+}  // namespace convbwd::cli
