@@ -728,6 +728,23 @@ TEST(CapiConvBackward, DestroyingAStreamWithPendingOpsCompletesThem) {
   for (auto& c : cases) EXPECT_EQ(c->gw.contents(), reference.gw.contents());
 }
 
+TEST(CapiConvBackward, AsyncCopiesAreOrderedWithTheOperator) {
+  aclrtStream s = nullptr;
+  ASSERT_EQ(aclrtCreateStream(&s), ACL_SUCCESS);
+  Case c("mb4ic8ih12iw12oc8kh3kw3ph1pw1");
+  std::vector<unsigned char> copy(c.gi.bytes, 0);
+  // Zero the output on the stream, run, then copy it out: all in order.
+  ASSERT_EQ(aclrtMemsetAsync(c.gi.mem.get(), c.gi.bytes, 0, c.gi.bytes, s), ACL_SUCCESS);
+  ASSERT_EQ(c.plan(), ACLNN_SUCCESS);
+  ASSERT_EQ(aclnnConvolutionBackward(c.allocate_workspace(), c.workspace_size, c.executor, s), ACLNN_SUCCESS);
+  ASSERT_EQ(aclrtMemcpyAsync(copy.data(), copy.size(), c.gi.mem.get(), c.gi.bytes, ACL_MEMCPY_DEVICE_TO_HOST, s),
+            ACL_SUCCESS);
+  ASSERT_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);
+  EXPECT_EQ(copy, c.gi.contents());
+  EXPECT_NE(copy, std::vector<unsigned char>(c.gi.bytes, 0));
+  EXPECT_EQ(aclrtDestroyStream(s), ACL_SUCCESS);
+}
+
 TEST(CapiConvBackward, TwoStreamsGiveTheSameResults) {
   aclrtStream a = nullptr, b = nullptr;
   ASSERT_EQ(aclrtCreateStream(&a), ACL_SUCCESS);

@@ -165,6 +165,27 @@ TEST(CapiMemory, MemcpyKindsAndBadArguments) {
   EXPECT_EQ(b, 2);
 }
 
+TEST(CapiMemory, AsyncCopiesCheckTheirArgumentsAtTheCall) {
+  std::vector<unsigned char> a(32, 1), b(32, 0);
+  aclrtStream s = nullptr;
+  ASSERT_EQ(aclrtCreateStream(&s), ACL_SUCCESS);
+  EXPECT_EQ(aclrtMemcpyAsync(b.data(), 16, a.data(), 17, ACL_MEMCPY_HOST_TO_HOST, s), ACL_ERROR_INVALID_PARAM);
+  EXPECT_EQ(aclrtMemcpyAsync(b.data(), 32, a.data(), 32, static_cast<aclrtMemcpyKind>(9), s),
+            ACL_ERROR_INVALID_PARAM);
+  EXPECT_EQ(aclrtMemcpyAsync(nullptr, 32, a.data(), 32, ACL_MEMCPY_DEFAULT, s), ACL_ERROR_INVALID_PARAM);
+  EXPECT_EQ(aclrtMemsetAsync(b.data(), 8, 3, 9, s), ACL_ERROR_INVALID_PARAM);
+  int not_a_stream = 0;
+  EXPECT_EQ(aclrtMemsetAsync(b.data(), 8, 3, 8, &not_a_stream), ACL_ERROR_INVALID_PARAM);
+  ASSERT_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);
+  EXPECT_EQ(b, std::vector<unsigned char>(32, 0)) << "refused calls change nothing";
+  EXPECT_EQ(aclrtMemcpyAsync(b.data(), 32, a.data(), 32, ACL_MEMCPY_HOST_TO_HOST, s), ACL_SUCCESS);
+  EXPECT_EQ(aclrtMemsetAsync(b.data(), 32, 7, 4, s), ACL_SUCCESS);
+  ASSERT_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);
+  EXPECT_EQ(b[3], 7);
+  EXPECT_EQ(b[4], 1);
+  EXPECT_EQ(aclrtDestroyStream(s), ACL_SUCCESS);
+}
+
 TEST(CapiMemory, Memset) {
   std::vector<unsigned char> buf(16, 0);
   EXPECT_EQ(aclrtMemset(buf.data(), 16, 0x1ab, 8), ACL_SUCCESS);  // the low byte, as memset

@@ -71,6 +71,12 @@ ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void *dst, size_t destMax, const void *
                                          aclrtMemcpyKind kind);
 /* Sets count bytes to (unsigned char)value; count > maxCount is an error. */
 ACL_FUNC_VISIBILITY aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);
+/* The same, in order with the stream's other work (null: the default stream).
+ * Arguments are checked at the call; the copy happens on the stream. */
+ACL_FUNC_VISIBILITY aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
+                                              aclrtMemcpyKind kind, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
+                                              aclrtStream stream);
 
 /* ACL_OPT_DETERMINISTIC accepts 0 or 1 and reports what was set. This library
  * is deterministic either way: results never depend on threads or timing. */

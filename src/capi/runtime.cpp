@@ -135,6 +135,73 @@ aclError release_memory(void* ptr, const char* caller) {
   return ACL_SUCCESS;
 }
 
+// A copy or fill queued on a stream. Unlike an executor it is allocated per
+// call: the C API has no handle the caller could lend us as the node.
+class MemoryTask final : public Task {
+ public:
+  MemoryTask(void* dst, const void* src, int fill, size_t count) : dst_(dst), src_(src), fill_(fill), count_(count) {}
+  Error run() noexcept override {
+    if (src_ != nullptr) {
+      std::memmove(dst_, src_, count_);
+    } else {
+      std::memset(dst_, fill_, count_);
+    }
+    return Error{};
+  }
+  void release() noexcept override { delete this; }
+
+ private:
+  void* dst_;
+  const void* src_;  // null: a fill
+  int fill_;
+  size_t count_;
+};
+
+aclError check_memcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind,
+                      const char* caller) {
+  const auto k = static_cast<int>(kind);
+  if (k < ACL_MEMCPY_HOST_TO_HOST || k > ACL_MEMCPY_DEFAULT) {
+    return fail_acl(ACL_ERROR_INVALID_PARAM,
+                    std::string(caller) + ": kind is " + std::to_string(k) + "; expected " + kind_list());
+  }
+  if (count > destMax) {
+    return fail_acl(ACL_ERROR_INVALID_PARAM, std::string(caller) + ": count is " + std::to_string(count) +
+                                                 " bytes; expected at most destMax (" + std::to_string(destMax) + ")");
+  }
+  if (count > 0 && (dst == nullptr || src == nullptr)) {
+    return fail_acl(ACL_ERROR_INVALID_PARAM, std::string(caller) + ": " + (dst == nullptr ? "dst" : "src") + " is null");
+  }
+  return ACL_SUCCESS;
+}
+
+aclError check_memset(void* devPtr, size_t maxCount, size_t count, const char* caller) {
+  if (count > maxCount) {
+    return fail_acl(ACL_ERROR_INVALID_PARAM, std::string(caller) + ": count is " + std::to_string(count) +
+                                                 " bytes; expected at most maxCount (" + std::to_string(maxCount) +
+                                                 ")");
+  }
+  if (count > 0 && devPtr == nullptr) {
+    return fail_acl(ACL_ERROR_INVALID_PARAM, std::string(caller) + ": devPtr is null");
+  }
+  return ACL_SUCCESS;
+}
+
+aclError enqueue_memory(void* dst, const void* src, int fill, size_t count, aclrtStream stream, const char* caller) {
+  if (count == 0) {
+    return ACL_SUCCESS;
+  }
+  Stream* s = resolve_stream(stream, caller);
+  if (s == nullptr) {
+    return ACL_ERROR_INVALID_PARAM;
+  }
+  auto* task = new (std::nothrow) MemoryTask(dst, src, fill, count);
+  if (task == nullptr) {
+    return fail_acl(ACL_ERROR_BAD_ALLOC, std::string(caller) + ": out of memory");
+  }
+  s->enqueue(task);
+  return ACL_SUCCESS;
+}
+
 }  // namespace
 
 void set_recent_error(std::string message) { t_recent_error = std::move(message); }
@@ -326,41 +393,39 @@ aclError aclrtFree(void* devPtr) { return convbwd::capi::release_memory(devPtr, 
 aclError aclrtFreeHost(void* hostPtr) { return convbwd::capi::release_memory(hostPtr, "aclrtFreeHost"); }
 
 aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
-  const auto k = static_cast<int>(kind);
-  if (k < ACL_MEMCPY_HOST_TO_HOST || k > ACL_MEMCPY_DEFAULT) {
-    return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy: kind is " + std::to_string(k) +
-                                                 "; expected " + convbwd::capi::kind_list());
+  if (aclError e = convbwd::capi::check_memcpy(dst, destMax, src, count, kind, "aclrtMemcpy")) {
+    return e;
   }
-  if (count > destMax) {
-    return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy: count is " + std::to_string(count) +
-                                                 " bytes; expected at most destMax (" +
-                                                 std::to_string(destMax) + ")");
+  if (count > 0) {
+    std::memmove(dst, src, count);  // memmove: overlapping copies stay defined
   }
-  if (count == 0) {
-    return ACL_SUCCESS;
-  }
-  if (dst == nullptr || src == nullptr) {
-    return fail_acl(ACL_ERROR_INVALID_PARAM,
-                    std::string("aclrtMemcpy: ") + (dst == nullptr ? "dst" : "src") + " is null");
-  }
-  std::memmove(dst, src, count);  // memmove: overlapping copies stay defined
   return ACL_SUCCESS;
 }
 
 aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
-  if (count > maxCount) {
-    return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtMemset: count is " + std::to_string(count) +
-                                                 " bytes; expected at most maxCount (" +
-                                                 std::to_string(maxCount) + ")");
+  if (aclError e = convbwd::capi::check_memset(devPtr, maxCount, count, "aclrtMemset")) {
+    return e;
   }
-  if (count == 0) {
-    return ACL_SUCCESS;
+  if (count > 0) {
+    std::memset(devPtr, static_cast<unsigned char>(value), count);
   }
-  if (devPtr == nullptr) {
-    return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtMemset: devPtr is null");
-  }
-  std::memset(devPtr, static_cast<unsigned char>(value), count);
   return ACL_SUCCESS;
+}
+
+aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind,
+                          aclrtStream stream) {
+  if (aclError e = convbwd::capi::check_memcpy(dst, destMax, src, count, kind, "aclrtMemcpyAsync")) {
+    return e;
+  }
+  return convbwd::capi::enqueue_memory(dst, src, 0, count, stream, "aclrtMemcpyAsync");
+}
+
+aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
+  if (aclError e = convbwd::capi::check_memset(devPtr, maxCount, count, "aclrtMemsetAsync")) {
+    return e;
+  }
+  return convbwd::capi::enqueue_memory(devPtr, nullptr, static_cast<unsigned char>(value), count, stream,
+                                       "aclrtMemsetAsync");
 }
 
 aclError aclrtCtxSetSysParamOpt(aclSysParamOpt opt, int64_t value) {
