@@ -122,6 +122,10 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
     *ds[j] = g.dilation[i];
     *ps[j] = g.pad_before[i];
   }
+  if (p.kd * p.kh > kDwMaxRowTaps) {
+    *why = "more than " + std::to_string(kDwMaxRowTaps) + " depth x height kernel taps";
+    return nullptr;
+  }
   p.a = view_of(op.a, sp);
   p.b = view_of(op.b, sp);
   p.dst = view_of(op.dst, sp);
@@ -140,6 +144,13 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
     p.tap_shift[rw] = t / p.sw;
     p.xoff[rw] = p.tap_phase[rw] * p.lq + p.tap_shift[rw];
   }
+  int64_t ntap = 0;
+  for (int64_t q = 0; q < p.sw; ++q) {
+    p.phase_tap_begin[q] = ntap;
+    for (int64_t rw = 0; rw < p.kw; ++rw)
+      if (p.tap_phase[rw] == q) p.phase_taps[ntap++] = rw;
+  }
+  p.phase_tap_begin[p.sw] = ntap;
   for (int64_t q = 0; q < p.sw; ++q) {
     // Padded columns j = m*sw + q inside [pw, pw + xw).
     const int64_t lo = q >= p.pw ? 0 : (p.pw - q + p.sw - 1) / p.sw;
@@ -169,8 +180,8 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
     else
       y_f = p.k * p.yd * p.yh * p.ly;
   }
-  const int64_t row_f = std::max({p.yw_pad, p.xw_pad, p.kw}) + W;
-  const int64_t phase_f = std::max(p.phase_pad, p.xw) + W;
+  const int64_t row_f = std::max({p.yw_pad, p.xw_pad, p.kw}) + 2 * W;
+  const int64_t phase_f = std::max(p.sw * p.phase_pad, p.xw) + W;
   // Regions start on 64-byte boundaries (relative to the scratch start).
   size_t at = 0;
   auto region = [&](int64_t floats) {

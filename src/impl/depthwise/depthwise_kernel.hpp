@@ -200,27 +200,30 @@ struct DwKernel {
   // Padded column j = i + pw, split as j = m*sw + q: tap rw contributes to
   // phase q = (rw*dw) % sw, reading dy column o = m - (rw*dw) / sw.
 
+  // A (depth, height) tap of a dx row that hits a dy row: the dy row's
+  // offset in a packed plane and the tap's weight offset.
+  struct RowTap {
+    int64_t y, w;
+  };
+
   template <int NB>
-  static void bwd_data_block(const DwPlan& p, const float* ybuf, const float* wbuf, int64_t c, int64_t id,
-                             int64_t ih, int64_t q, int64_t m0, float* out) {
+  static void bwd_data_block(const DwPlan& p, const float* ybuf, const float* wc, const RowTap* taps, int64_t ntaps,
+                             int64_t q, int64_t m0, float* out) {
     R acc[NB];
     CONVBWD_UNROLL for (int j = 0; j < NB; ++j) acc[j] = V::zero();
-    const int64_t ks = p.kd * p.kh * p.kw;
+    const int64_t ks = p.kd * p.kh * p.kw, yplane = p.yd * p.yh * p.ly, wstride = p.c * ks;
+    const int64_t tb = p.phase_tap_begin[q], te = p.phase_tap_begin[q + 1];
     for (int64_t k = 0; k < p.k; ++k) {
-      for (int64_t rd = 0; rd < p.kd; ++rd) {
-        int64_t od = 0;
-        if (!dw_tap_hits(id + p.pd - rd * p.dd, p.sd, p.yd, &od)) continue;
-        for (int64_t rh = 0; rh < p.kh; ++rh) {
-          int64_t oh = 0;
-          if (!dw_tap_hits(ih + p.ph - rh * p.dh, p.sh, p.yh, &oh)) continue;
-          const float* yr = ybuf + ((k * p.yd + od) * p.yh + oh) * p.ly + p.amax + m0;
-          const float* wr = wbuf + (k * p.c + c) * ks + (rd * p.kh + rh) * p.kw;
-          for (int64_t rw = 0; rw < p.kw; ++rw) {
-            if (p.tap_phase[rw] != q) continue;
-            const float* yp = yr - p.tap_shift[rw];
-            const R wv = V::bcast(wr + rw);
-            CONVBWD_UNROLL for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(yp + j * W), acc[j]);
-          }
+      const float* yk = ybuf + k * yplane + p.amax + m0;
+      const float* wk = wc + k * wstride;
+      for (int64_t t = 0; t < ntaps; ++t) {
+        const float* yr = yk + taps[t].y;
+        const float* wr = wk + taps[t].w;
+        for (int64_t i = tb; i < te; ++i) {
+          const int64_t rw = p.phase_taps[i];
+          const float* yp = yr - p.tap_shift[rw];
+          const R wv = V::bcast(wr + rw);
+          CONVBWD_UNROLL for (int j = 0; j < NB; ++j) acc[j] = V::fma(wv, V::load(yp + j * W), acc[j]);
         }
       }
     }
@@ -235,25 +238,47 @@ struct DwKernel {
     float* phase = s + p.off_phase;
     pack_y(p, a, p.a, n, g * p.k, p.k, p.amax, p.ly, ybuf, xrow);
     pack_w(p, b, g, 0, p.k, wbuf);
-    for (int64_t c = 0; c < p.c; ++c)
-      for (int64_t id = 0; id < p.xd; ++id)
-        for (int64_t ih = 0; ih < p.xh; ++ih) {
+    const int64_t ks = p.kd * p.kh * p.kw;
+    RowTap taps[kDwMaxRowTaps];
+    for (int64_t id = 0; id < p.xd; ++id)
+      for (int64_t ih = 0; ih < p.xh; ++ih) {
+        // The (rd, rh) taps that reach a dy row from this dx row, in tap order.
+        int64_t ntaps = 0;
+        for (int64_t rd = 0; rd < p.kd; ++rd) {
+          int64_t od = 0;
+          if (!dw_tap_hits(id + p.pd - rd * p.dd, p.sd, p.yd, &od)) continue;
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            int64_t oh = 0;
+            if (!dw_tap_hits(ih + p.ph - rh * p.dh, p.sh, p.yh, &oh)) continue;
+            taps[ntaps++] = RowTap{(od * p.yh + oh) * p.ly, (rd * p.kh + rh) * p.kw};
+          }
+        }
+        for (int64_t c = 0; c < p.c; ++c) {
+          const float* wc = wbuf + c * ks;
           for (int64_t q = 0; q < p.sw; ++q) {
-            // Phase q covers padded columns m*sw + q in [pw, pw + xw).
-            const int64_t m_lo = p.phase_lo[q], count = p.phase_count[q];
+            const int64_t count = p.phase_count[q];
             if (count <= 0) continue;
-            float* out = p.sw == 1 ? xrow : phase;
+            float* out = p.sw == 1 ? xrow : phase + q * p.phase_pad;
             for_blocks(0, dw_round_up(count, W), [&](int64_t o0, int64_t nb) {
-#define CONVBWD_DW_CALL(NB) bwd_data_block<NB>(p, ybuf, wbuf, c, id, ih, q, m_lo + o0, out + o0)
+#define CONVBWD_DW_CALL(NB) bwd_data_block<NB>(p, ybuf, wc, taps, ntaps, q, p.phase_lo[q] + o0, out + o0)
               CONVBWD_DW_DISPATCH(nb, CONVBWD_DW_CALL)
 #undef CONVBWD_DW_CALL
             });
-            if (p.sw != 1)
-              for (int64_t m = 0; m < count; ++m) xrow[(m_lo + m) * p.sw + q - p.pw] = phase[m];
+          }
+          // Column x = sw*i + e is element i of phase (pw + e) % sw.
+          if (p.sw == 2) {
+            const int64_t q0 = p.pw % 2;
+            V::interleave2(phase + q0 * p.phase_pad, phase + (1 - q0) * p.phase_pad, (p.xw + 1) / 2, xrow);
+          } else if (p.sw > 2) {
+            for (int64_t e = 0; e < p.sw && e < p.xw; ++e) {
+              const float* ph = phase + ((p.pw + e) % p.sw) * p.phase_pad;
+              for (int64_t i = 0, x = e; x < p.xw; ++i, x += p.sw) xrow[x] = ph[i];
+            }
           }
           const DwView& v = p.dst;
           store_row(xrow, p.xw, dst, v, v.off + n * v.sn + (g * p.c + c) * v.sc + id * v.sd + ih * v.sh);
         }
+      }
   }
 
   // ---- bwd_weights: dw[k][c][r] = sum_{n, o} dy[k][o] x[c][o*s - p + r*d] --

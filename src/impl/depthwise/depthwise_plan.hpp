@@ -16,6 +16,8 @@ namespace convbwd::detail {
 constexpr int64_t kDwLanes = 8;
 // Widest kernel (taps along the width) the plan tabulates offsets for.
 constexpr int64_t kDwMaxKw = 64;
+// Most (depth, height) kernel taps a plan takes (a stack array per row).
+constexpr int64_t kDwMaxRowTaps = 256;
 
 inline int64_t dw_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -50,6 +52,10 @@ struct DwPlan {
   // bwd_data: phase q of a dx row covers padded columns m*sw + q for m in
   // [phase_lo[q], phase_lo[q] + phase_count[q]) (sw <= kDwMaxKw).
   std::array<int64_t, kDwMaxKw> phase_lo{}, phase_count{};
+  // The width taps grouped by phase: phase q's taps are
+  // phase_taps[phase_tap_begin[q] .. phase_tap_begin[q+1]), in tap order.
+  std::array<int64_t, kDwMaxKw> phase_taps{};
+  std::array<int64_t, kDwMaxKw + 1> phase_tap_begin{};
   int64_t phase_pad = 0;  // bwd_data: one phase of a dx row, rounded up
 
   int64_t kblock = 1;  // bwd_weights: out-channels per task

@@ -40,6 +40,17 @@ struct VecAvx2 {
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
   }
 
+  // out[2i] = a[i], out[2i+1] = b[i] for i < pairs rounded up to 8 (the
+  // buffers have that slack).
+  static void interleave2(const float* a, const float* b, int64_t pairs, float* out) {
+    for (int64_t i = 0; i < pairs; i += W) {
+      const R x = load(a + i), y = load(b + i);
+      const R lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);
+      store(out + 2 * i, _mm256_permute2f128_ps(lo, hi, 0x20));
+      store(out + 2 * i + W, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+  }
+
   static R from_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
@@ -80,10 +91,21 @@ struct VecAvx2 {
   // n contiguous elements base[off..off+n) as fp32, rounded.
   static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
     int64_t i = 0;
-    if (dt == DataType::f32 || dt == DataType::f16 || dt == DataType::bf16) {
-      for (; i + W <= n; i += W) store(out + i, round(from(base, dt, off + i), rnd));
+    if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
+      dw_load_row_generic(base, dt, off, 1, n, rnd, out);
+      return;
     }
-    if (i < n) dw_load_row_generic(base, dt, off + i, 1, n - i, rnd, out + i);
+    for (; i + W <= n; i += W) store(out + i, round(from(base, dt, off + i), rnd));
+    if (i < n) {
+      // The tail through a zero-padded copy: never reads past the row.
+      const size_t es = size_of(dt);
+      alignas(32) unsigned char in[32] = {};
+      alignas(32) float res[8];
+      std::memcpy(in, static_cast<const unsigned char*>(base) + static_cast<size_t>(off + i) * es,
+                  static_cast<size_t>(n - i) * es);
+      store(res, round(from(in, dt, 0), rnd));
+      std::memcpy(out + i, res, static_cast<size_t>(n - i) * sizeof(float));
+    }
   }
 
   static __m128i to_bf16(R v) {
@@ -105,21 +127,26 @@ struct VecAvx2 {
       case DataType::f32:
         std::memcpy(static_cast<float*>(base) + off, in, static_cast<size_t>(n) * sizeof(float));
         return;
-      case DataType::f16: {
-        auto* o = static_cast<uint16_t*>(base) + off;
-        for (; i + W <= n; i += W)
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i),
-                           _mm256_cvtps_ph(load(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        break;
-      }
+      case DataType::f16:
       case DataType::bf16: {
         auto* o = static_cast<uint16_t*>(base) + off;
-        for (; i + W <= n; i += W) _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), to_bf16(load(in + i)));
-        break;
+        auto narrow = [&](R v) {
+          return dt == DataType::f16 ? _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) : to_bf16(v);
+        };
+        for (; i + W <= n; i += W) _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), narrow(load(in + i)));
+        if (i < n) {
+          // The tail through a copy: never writes past the row.
+          alignas(32) float v[8] = {};
+          alignas(16) uint16_t h[8];
+          std::memcpy(v, in + i, static_cast<size_t>(n - i) * sizeof(float));
+          _mm_store_si128(reinterpret_cast<__m128i*>(h), narrow(load(v)));
+          std::memcpy(o + i, h, static_cast<size_t>(n - i) * sizeof(uint16_t));
+        }
+        return;
       }
       default: break;
     }
-    if (i < n) dw_store_row_generic(in + i, n - i, base, dt, off + i, 1);
+    dw_store_row_generic(in, n, base, dt, off, 1);
   }
 };
 

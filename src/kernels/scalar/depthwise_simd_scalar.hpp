@@ -46,6 +46,12 @@ struct VecScalar {
     const float* l = v.v;
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
   }
+  static void interleave2(const float* a, const float* b, int64_t pairs, float* out) {
+    for (int64_t i = 0; i < pairs; ++i) {
+      out[2 * i] = a[i];
+      out[2 * i + 1] = b[i];
+    }
+  }
   static R from(const void* base, DataType dt, int64_t i) {
     R r;
     dw_load_row_generic(base, dt, i, 1, 8, OperandRounding::none, r.v);
