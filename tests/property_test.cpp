@@ -126,6 +126,16 @@ void run_property(int spatial, bool transposed, int reps, uint64_t seed0, Tally&
           const Comparison cmp = check_against_reference(p, co);
           ASSERT_TRUE(cmp.pass) << "repro: " << repro(p, o) << "\n  " << cmp.first_failure << "\n  ("
                                 << c.to_string() << ")";
+          // The same case at 1 and 2 threads: identical bits.
+          set_num_threads(1);
+          const RunResult one = run_problem(p, o);
+          set_num_threads(2);
+          const RunResult two = run_problem(p, o);
+          set_num_threads(0);
+          ASSERT_FALSE(one.error || two.error) << repro(p, o);
+          for (int g = 0; g < 3; ++g)
+            ASSERT_TRUE(one.outs[g].storage == two.outs[g].storage)
+                << "gradient " << g << " bits differ between 1 and 2 threads; repro: " << repro(p, o);
           ++t.run;
           t.exact += o.fill == Fill::small_ints;
           t.empty += empty != 0;
