@@ -79,10 +79,17 @@ std::optional<Error> make_view(const char* name, const TensorDesc& d, bool is_ou
     if (is_output) {
       // Sufficient condition for no self-overlap: ordered by stride, each
       // stride steps over everything the smaller strides span.
+      // Insertion sort of at most five dims (std::sort trips a GCC 12 -O3
+      // array-bounds false positive here).
       std::array<int, kMaxRank> order{};
-      std::iota(order.begin(), order.begin() + v.rank, 0);
-      std::sort(order.begin(), order.begin() + v.rank,
-                [&](int a, int b) { return v.strides[a] < v.strides[b]; });
+      for (int j = 0; j < v.rank; ++j) {
+        int at = j;
+        while (at > 0 && v.strides[order[at - 1]] > v.strides[j]) {
+          order[at] = order[at - 1];
+          --at;
+        }
+        order[at] = j;
+      }
       int64_t span = 1;  // elements spanned by the dims so far
       for (int j = 0; j < v.rank; ++j) {
         const int i = order[j];
