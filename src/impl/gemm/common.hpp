@@ -17,6 +17,7 @@
 #include "impl/gemm/microkernel.hpp"
 #include "impl/implementation.hpp"
 #include "numeric/float_formats.hpp"
+#include "problem/checked.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd::detail::gemm {
@@ -24,6 +25,18 @@ namespace convbwd::detail::gemm {
 constexpr int64_t kAlignFloats = 16;  // 64 bytes
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Floats per pixel of a channels-last copy: whole 64-byte lines, and an odd
+// number of them. The kernels walk pixels with this stride; a power-of-two
+// pitch (64 channels = 256 bytes) would map every pixel to the same few L1
+// sets and turn the 8-way cache into a much smaller one. (On this shared,
+// overloaded machine the effect was within the timing noise; the odd pitch
+// costs at most one extra line per pixel.)
+inline int64_t pixel_pitch(int64_t channels) {
+  int64_t p = (channels + 15) / 16 * 16;
+  if ((p / 16) % 2 == 0) p += 16;
+  return p;
+}
 
 // Geometry with spatial dims always three deep (missing leading dims are 1),
 // as the reference does it.
@@ -73,6 +86,25 @@ inline bool supported(const OpSpec& op, std::string* why) {
   }
   if (!is_narrow_float(op.a.dtype) || !is_narrow_float(op.b.dtype) || !is_narrow_float(op.dst.dtype)) {
     *why = "8-bit operands or outputs are not handled (fp32/bf16/fp16 only)";
+    return false;
+  }
+  // Planning builds per-tap, per-phase tables and sizes padded channels-last
+  // copies from the geometry alone; hostile sizes (a 2^32-tap kernel over an
+  // empty-channel or never-allocated tensor) must not hang planning or
+  // overflow that arithmetic. Real convolutions are far inside these bounds.
+  const Geometry& g = op.geo;
+  Checked taps(1), phases(1), padded(std::max(g.c, g.k));
+  padded = padded * g.groups;
+  for (int d = 0; d < g.spatial; ++d) {
+    taps = taps * g.ksize[d];
+    phases = phases * g.stride[d];
+    padded = padded * (Checked(g.xsize[d]) + g.pad_before[d] + g.pad_after[d] +
+                       Checked(g.ksize[d] - 1) * g.dilation[d] + Checked(g.ysize[d]) * g.stride[d]);
+  }
+  const Checked table = taps * phases;
+  if (!taps.ok() || taps.value() > (int64_t{1} << 16) || !table.ok() || table.value() > (int64_t{1} << 24) ||
+      !padded.ok() || padded.value() > (int64_t{1} << 40)) {
+    *why = "the kernel taps, stride phases or padded image are beyond the sizes the GEMM tables are built for";
     return false;
   }
   return true;

@@ -60,7 +60,7 @@ class GatherConvKernel final : public OpKernel {
     src_.rounding = op.rounding;
     src_.groups = g.groups;
     src_.cg = red_;
-    src_.cp = red_;
+    src_.cp = pixel_pitch(red_);
     src_.src = dgrad ? sp.y : sp.x;
 
     if (!dgrad) {

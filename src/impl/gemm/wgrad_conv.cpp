@@ -38,7 +38,8 @@ class WgradKernel final : public OpKernel {
     dy_.spatial = g.spatial;
     dy_.rounding = op.rounding;
     dy_.groups = g.groups;
-    dy_.cg = dy_.cp = g.k;
+    dy_.cg = g.k;
+    dy_.cp = pixel_pitch(g.k);
     dy_.src = dy_.ext = sp_.y;
     // x: channels-last, padded, channels rounded up to whole 16-vectors.
     x_.v = op.b;
@@ -46,19 +47,19 @@ class WgradKernel final : public OpKernel {
     x_.rounding = op.rounding;
     x_.groups = g.groups;
     x_.cg = g.c;
-    x_.cp = round_up(g.c, kNr);
+    x_.cp = pixel_pitch(g.c);
     x_.src = sp_.x;
     for (int d = 0; d < 3; ++d) {
       x_.lo[d] = sp_.pb[d];
       x_.ext[d] = (sp_.y[d] - 1) * sp_.s[d] + (sp_.k[d] - 1) * sp_.d[d] + 1;
     }
     kt_ = ceil_div(k_, kMr);
-    ct_ = x_.cp / kNr;
+    ct_ = ceil_div(c_, kNr);
     tiles_ = groups_ * sp_.taps() * ct_ * kt_;
     // Rows per chunk: ~512 reduction steps, so a tile's 24 accumulator loads
     // and stores are noise against its FMAs, while the chunk's rows of dy and
     // x stay in L2 for all the tiles of a task.
-    rows_per_chunk_ = std::clamp<int64_t>(ceil_div(512, sp_.y[2]), 1, kMaxRuns);
+    rows_per_chunk_ = std::clamp<int64_t>(ceil_div(kChunkSteps, sp_.y[2]), 1, kMaxRuns);
     tasks_ = std::min<int64_t>(tiles_, 4 * std::max(threads_, 1));
 
     acc_floats_ = round_up(tiles_ * kMr * kNr, kAlignFloats);
@@ -101,6 +102,7 @@ class WgradKernel final : public OpKernel {
 
  private:
   static constexpr int64_t kMaxRuns = 256;
+  static constexpr int64_t kChunkSteps = 512;
 
   int64_t task_begin(int64_t t) const { return tiles_ * t / tasks_; }
 
@@ -112,7 +114,7 @@ class WgradKernel final : public OpKernel {
     const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
     int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
     MicroArgs ka;
-    ka.as = k_;
+    ka.as = dy_.cp;
     ka.bs = sp_.s[2] * x_.cp;
     ka.a_off = a_off;
     ka.b_off = b_off;
@@ -143,11 +145,11 @@ class WgradKernel final : public OpKernel {
                      int64_t* len) const {
     const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
     const int64_t ys = sp_.y[0] * sp_.y[1];
-    const int64_t as = k_, bs = sp_.s[2] * x_.cp;
+    const int64_t as = dy_.cp, bs = sp_.s[2] * x_.cp;
     int64_t runs = 0;
     for (int64_t row = row0; row < row0 + rows; ++row) {
       const int64_t i = row / ys, o01 = row % ys, o0 = o01 / sp_.y[1], o1 = o01 % sp_.y[1];
-      const int64_t a = (i * groups_ + g) * dy_.image_floats() + (o0 * sp_.y[1] + o1) * sp_.y[2] * k_;
+      const int64_t a = (i * groups_ + g) * dy_.image_floats() + (o0 * sp_.y[1] + o1) * sp_.y[2] * dy_.cp;
       const int64_t b = (i * groups_ + g) * x_.image_floats() +
                         (((o0 * sp_.s[0] + r0 * sp_.d[0]) * x_.ext[1] + o1 * sp_.s[1] + r1 * sp_.d[1]) * x_.ext[2] +
                          r2 * sp_.d[2]) *
