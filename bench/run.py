@@ -403,7 +403,7 @@ def main():
     if not selected:
         sys.exit("bench/run.py: no suite row matches --filter / --dtype")
 
-    peak, cpu, _ = run_peak(build, args.threads, args.peak_file)
+    peak, cpu, probe_text = run_peak(build, args.threads, args.peak_file)
     fp32_peak = float(peak["fp32_gflops"])
     bf16_peak = float(peak["bf16_gflops"])
     triad = float(peak["triad_gbs"])
@@ -584,7 +584,7 @@ def main():
     print(f"agreement: {'all rows within tolerance' if not bad else 'FAILED: ' + ', '.join(bad)}")
 
     if args.markdown:
-        write_markdown(args.markdown, table, ratios, cpu, peak, torch, args)
+        write_markdown(args.markdown, table, ratios, cpu, peak, probe_text, torch, args)
     return 1 if bad else 0
 
 
@@ -618,7 +618,7 @@ def source_commit(lib_path):
     return open(stamp).read().strip() if os.path.exists(stamp) else "unknown"
 
 
-def write_markdown(path, table, ratios, cpu, peak, torch, args):
+def write_markdown(path, table, ratios, cpu, peak, probe_text, torch, args):
     def f(v, spec):
         return "-" if v is None else format(v, spec)
     lines = [f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Library: `{args.lib_path}`"
@@ -630,7 +630,7 @@ def write_markdown(path, table, ratios, cpu, peak, torch, args):
              f"Probe CPU line: {cpu}", "",
              f"Peaks ({args.threads} threads, bench/peak): fp32 {peak['fp32_gflops']} GFLOP/s "
              f"({peak['fp32_gflops_per_core']} per core), bf16 {peak['bf16_gflops']} GFLOP/s ({peak['bf16_source']}), "
-             f"triad {peak['triad_gbs']} GB/s.", "",
+             f"triad {peak['triad_gbs']} GB/s. The probe's output:", "", "```", probe_text.strip(), "```", "",
              "| layer | dtype | ours ms | torch ms | ratio | GFLOP/s | % peak | % bound | plan µs | ws MiB "
              "| err | err torch | agree | implementations |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
