@@ -360,6 +360,8 @@ def main():
     ap.add_argument("--no-check", action="store_true", help="skip the fp64 reference check")
     ap.add_argument("--split", action="store_true",
                     help="also time gradInput alone (_mask100) and gradWeight alone (_mask010) for each row")
+    ap.add_argument("--scaling", action="store_true",
+                    help="also time ours on 1 thread and print the speed-up of --threads over 1")
     ap.add_argument("--markdown", default=None, help="also write the table as Markdown to this file")
     args = ap.parse_args()
 
@@ -419,6 +421,8 @@ def main():
     cols = ("layer", "dtype", "ours ms", "min", "torch ms", "min", "ratio", "r(min)", "GF/s", "%peak", "%bound",
             "plan us", "ws MiB", "err", "err torch", "agree", "rounds", "impl (dgrad / wgrad / bias)")
     widths = (34, 5, 9, 9, 9, 9, 7, 7, 7, 6, 7, 8, 7, 7, 9, 6, 6, 0)
+    if args.scaling:
+        cols, widths = cols[:-1] + ("x1->N",) + cols[-1:], widths[:-1] + (6,) + widths[-1:]
     header = " ".join(c.ljust(w) if w else c for c, w in zip(cols, widths))
     print(header)
     table = []
@@ -507,11 +511,21 @@ def main():
         per_round = warm_ours + warm_torch
         if per_round * rounds > args.budget:
             rounds = max(1, int(args.budget / max(per_round, 1e-9)))
-        ours_t, plan_t, torch_t = [], [], []
+        ours_t, plan_t, torch_t, one_t = [], [], [], []
         for r in range(rounds):
             order = ("ours", "torch") if r % 2 == 0 else ("torch", "ours")
+            if args.scaling:
+                order = order + ("ours1",)
             for side in order:
-                if side == "ours":
+                if side == "ours1":
+                    # Plans read CONVBWD_NUM_THREADS when they are created.
+                    os.environ["CONVBWD_NUM_THREADS"] = "1"
+                    t0 = time.perf_counter()
+                    call.plan()
+                    os.environ["CONVBWD_NUM_THREADS"] = str(args.threads)
+                    call.run()
+                    one_t.append(time.perf_counter() - t0)
+                elif side == "ours":
                     t0 = time.perf_counter()
                     call.plan()
                     t1 = time.perf_counter()
@@ -544,7 +558,8 @@ def main():
                    pct_peak=100 * gflops / peak_g, pct_bound=100 * max(t_flop, t_mem) / ours_med,
                    bound="M" if t_mem > t_flop else "F", plan_us=statistics.median(plan_t) * 1e6,
                    ws_mib=call.ws_bytes / 2 ** 20, err=errs[0], err_torch=errs[1], rounds=rounds,
-                   torch_ok=torch_ok, torch_why=torch_why)
+                   torch_ok=torch_ok, torch_why=torch_why,
+                   scaling=statistics.median(one_t) / ours_med if one_t else None)
         if torch_ok:
             torch_med, torch_min = statistics.median(torch_t), min(torch_t)
             row.update(torch_ms=torch_med * 1e3, torch_min_ms=torch_min * 1e3, ratio=torch_med / ours_med,
@@ -563,8 +578,10 @@ def main():
                        f"{row['ratio_min']:.2f}") if torch_ok else ("unsupp.", "-", "-", "-"))
         cells = (name, row["dtype"], fmt_ms(ours_med), fmt_ms(ours_min)) + torch_cols + (
             f"{gflops:.3g}", f"{row['pct_peak']:.0f}", f"{row['pct_bound']:.0f}{row['bound']}",
-            f"{row['plan_us']:.0f}", f"{row['ws_mib']:.2f}", e(errs[0]), e(errs[1]), row["agree"], str(rounds),
-            " / ".join(i or "-" for i in info["implementations"]))
+            f"{row['plan_us']:.0f}", f"{row['ws_mib']:.2f}", e(errs[0]), e(errs[1]), row["agree"], str(rounds))
+        if args.scaling:
+            cells += (f"{row['scaling']:.2f}",)
+        cells += (" / ".join(i or "-" for i in info["implementations"]),)
         print(" ".join(c.ljust(w) if w else c for c, w in zip(cells, widths)), flush=True)
         if not torch_ok and torch is not None:
             print(f"{'':34}   torch: unsupported ({torch_why})", flush=True)
@@ -632,8 +649,8 @@ def write_markdown(path, table, ratios, cpu, peak, probe_text, torch, args):
              f"({peak['fp32_gflops_per_core']} per core), bf16 {peak['bf16_gflops']} GFLOP/s ({peak['bf16_source']}), "
              f"triad {peak['triad_gbs']} GB/s. The probe's output:", "", "```", probe_text.strip(), "```", "",
              "| layer | dtype | ours ms | torch ms | ratio | GFLOP/s | % peak | % bound | plan µs | ws MiB "
-             "| err | err torch | agree | implementations |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| err | err torch | agree | " + ("1→N threads | " if args.scaling else "") + "implementations |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if args.scaling else "") + "---|"]
     for r in table:
         if "ours_ms" not in r:
             lines.append(f"| {r['name']} | {r.get('dtype', '')} | error: {r.get('error', '')} |||||||||||| |")
@@ -641,9 +658,10 @@ def write_markdown(path, table, ratios, cpu, peak, probe_text, torch, args):
         torch_cell = (f"{r['torch_ms']:.2f} ({r['torch_min_ms']:.2f})" if r["torch_ok"] else "unsupported")
         ratio_cell = (f"{r['ratio']:.2f} ({r['ratio_min']:.2f})" if r["torch_ok"] else "-")
         lines.append(f"| {r['name']} | {r['dtype']} | {r['ours_ms']:.2f} ({r['ours_min_ms']:.2f}) | {torch_cell} "
-                     f"| {ratio_cell} | {r['gflops']:.1f} | {r['pct_peak']:.0f} | {r['pct_bound']:.0f} {r['bound']} "
+                     f"| {ratio_cell} | {r['gflops']:.3g} | {r['pct_peak']:.0f} | {r['pct_bound']:.0f} {r['bound']} "
                      f"| {r['plan_us']:.0f} | {r['ws_mib']:.2f} | {f(r['err'], '.3f')} | {f(r['err_torch'], '.3f')} "
-                     f"| {r['agree']} | {' / '.join(i or '-' for i in r['impl'])} |")
+                     f"| {r['agree']} | " + (f"{r['scaling']:.2f} | " if args.scaling else "")
+                     + f"{' / '.join(i or '-' for i in r['impl'])} |")
     lines.append("")
     for dtype in ("fp32", "bf16", "fp16"):
         rs = ratios.get(dtype, [])
