@@ -575,7 +575,8 @@ def main():
         def e(v):
             return "-" if v is None else f"{v:.3f}" if v < 100 else f"{v:.2g}"
         torch_cols = ((fmt_ms(row["torch_ms"] / 1e3), fmt_ms(row["torch_min_ms"] / 1e3), f"{row['ratio']:.2f}",
-                       f"{row['ratio_min']:.2f}") if torch_ok else ("unsupp.", "-", "-", "-"))
+                       f"{row['ratio_min']:.2f}") if torch_ok else
+                      ("unsupp.", "-", "-", "-") if torch is not None else ("not run", "-", "-", "-"))
         cells = (name, row["dtype"], fmt_ms(ours_med), fmt_ms(ours_min)) + torch_cols + (
             f"{gflops:.3g}", f"{row['pct_peak']:.0f}", f"{row['pct_bound']:.0f}{row['bound']}",
             f"{row['plan_us']:.0f}", f"{row['ws_mib']:.2f}", e(errs[0]), e(errs[1]), row["agree"], str(rounds))
@@ -598,7 +599,11 @@ def main():
         elif n_rows:
             print(f"geomean ratio {dtype}: n/a (torch: unsupported on all {n_rows} rows)")
     bad = [r["name"] + "." + r.get("dtype", "?") for r in table if r.get("agree") == "NO" or "error" in r]
-    print(f"agreement: {'all rows within tolerance' if not bad else 'FAILED: ' + ', '.join(bad)}")
+    checked = sum(1 for r in table if r.get("agree") in ("yes", "NO"))
+    if bad:
+        print(f"agreement: FAILED: {', '.join(bad)}")
+    else:
+        print(f"agreement: {checked} of {len(table)} rows checked against the fp64 reference, all within tolerance")
 
     if args.markdown:
         write_markdown(args.markdown, table, ratios, cpu, peak, probe_text, torch, args)
