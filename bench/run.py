@@ -597,7 +597,8 @@ def main():
             print(f"geomean ratio {dtype}: {g:.2f}x over {len(rs)} rows"
                   + (f" ({n_rows - len(rs)} rows torch: unsupported, excluded)" if n_rows > len(rs) else ""))
         elif n_rows:
-            print(f"geomean ratio {dtype}: n/a (torch: unsupported on all {n_rows} rows)")
+            why = "torch not run" if torch is None else f"torch: unsupported on all {n_rows} rows"
+            print(f"geomean ratio {dtype}: n/a ({why})")
     bad = [r["name"] + "." + r.get("dtype", "?") for r in table if r.get("agree") == "NO" or "error" in r]
     checked = sum(1 for r in table if r.get("agree") in ("yes", "NO"))
     if bad:
