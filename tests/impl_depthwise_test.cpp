@@ -39,6 +39,7 @@ const char* const kGeometries[] = {
     "mb2g4ic4ih5iw2oc4kh3kw3ph1pw1",
     "mb2g4ic4ih4iw3oc4kh2kw3pw1",
     "mb1g2ic2iw40oc2kw11pw5",
+    "mb1g2ic2iw45oc2kw13pw6dw2",
     "mb1g2ic2ih3iw150oc2kh3kw3ph1pw1",
     "mb2g2ic2ih5iw37oc2kh1kw4sw5pw3pwr0",
     // Transposed: gradInput is the fwd op.

@@ -144,6 +144,13 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
     p.tap_shift[rw] = t / p.sw;
     p.xoff[rw] = p.tap_phase[rw] * p.lq + p.tap_shift[rw];
   }
+  {
+    // oh*sh - ph >= 0 and oh*sh - ph + (kh-1)*dh <= xh - 1.
+    p.inner_lo = std::min(p.yh, (p.ph + p.sh - 1) / p.sh);
+    const int64_t top = p.xh - 1 + p.ph - (p.kh - 1) * p.dh;
+    p.inner_hi = top < 0 ? 0 : std::min(p.yh, top / p.sh + 1);
+    p.inner_hi = std::max(p.inner_hi, p.inner_lo);
+  }
   int64_t ntap = 0;
   for (int64_t q = 0; q < p.sw; ++q) {
     p.phase_tap_begin[q] = ntap;

@@ -285,25 +285,22 @@ struct DwKernel {
   // Lane l of an accumulator sums columns o = l (mod 8), over n, then rows,
   // then columns; the lanes are added in a fixed order at the end.
 
+  // Taps rw0 .. rw0+NR-1 of one (rd, rh) over dy rows oh in [oh0, oh1).
   template <int NR>
   static void bwd_weights_taps(const DwPlan& p, const float* xbuf, const float* ybuf, int64_t kk, int64_t c,
-                               int64_t rd, int64_t rh, int64_t rw0, float* accmem) {
+                               int64_t rd, int64_t rh, int64_t rw0, int64_t oh0, int64_t oh1, float* accmem) {
     // Accumulators live in scratch between calls; unaligned loads and stores,
     // since the caller's workspace alignment is only recommended.
     R acc[NR];
     CONVBWD_UNROLL for (int j = 0; j < NR; ++j) acc[j] = V::load(accmem + j * W);
-    int64_t xoff[NR];
-    CONVBWD_UNROLL for (int j = 0; j < NR; ++j) {
-      const int64_t t = (rw0 + j) * p.dw;
-      xoff[j] = (t % p.sw) * p.lq + t / p.sw;
-    }
+    const int64_t* xoff = p.xoff.data() + rw0;
     const int64_t row = p.sw * p.lq;
     const int64_t full = p.yw / W * W;
     const int64_t tail = p.yw - full;
     for (int64_t od = 0; od < p.yd; ++od) {
       const int64_t id = od * p.sd - p.pd + rd * p.dd;
       if (id < 0 || id >= p.xd) continue;
-      for (int64_t oh = 0; oh < p.yh; ++oh) {
+      for (int64_t oh = oh0; oh < oh1; ++oh) {
         const int64_t ih = oh * p.sh - p.ph + rh * p.dh;
         if (ih < 0 || ih >= p.xh) continue;
         const float* xr = xbuf + ((c * p.xd + id) * p.xh + ih) * row;
@@ -322,6 +319,54 @@ struct DwKernel {
     CONVBWD_UNROLL for (int j = 0; j < NR; ++j) V::store(accmem + j * W, acc[j]);
   }
 
+  // All NT = kh*kw taps of a 1D/2D (out-channel, channel) pair over dy rows
+  // [oh0, oh1), where every tap's x row exists: NT independent accumulators
+  // (a few would leave the FMA pipes waiting on latency) and each dy vector
+  // loaded once. Per tap the order (rows, then columns) is the same as in
+  // bwd_weights_taps, so mixing the two keeps the bits.
+  static constexpr int kMaxAllTaps = 12;
+
+  template <int NT>
+  static void bwd_weights_rows(const DwPlan& p, const float* xbuf, const float* ybuf, int64_t kk, int64_t c,
+                               int64_t oh0, int64_t oh1, float* accmem) {
+    R acc[NT];
+    CONVBWD_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::load(accmem + t * W);
+    const int64_t row = p.sw * p.lq;
+    int64_t toff[NT];
+    for (int t = 0; t < NT; ++t) toff[t] = (t / p.kw * p.dh - p.ph) * row + p.xoff[t % p.kw];
+    const int64_t full = p.yw / W * W;
+    const int64_t tail = p.yw - full;
+    const float* xc = xbuf + c * p.xh * row;
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      const float* xr = xc + oh * p.sh * row;
+      const float* yr = ybuf + (kk * p.yh + oh) * p.yw_pad;
+      for (int64_t o = 0; o < full; o += W) {
+        const R dy = V::load(yr + o);
+        CONVBWD_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::fma(dy, V::load(xr + toff[t] + o), acc[t]);
+      }
+      if (tail) {
+        const R dy = V::load(yr + full);
+        CONVBWD_UNROLL for (int t = 0; t < NT; ++t)
+          acc[t] = V::fma(dy, V::keep_first(V::load(xr + toff[t] + full), tail), acc[t]);
+      }
+    }
+    CONVBWD_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
+  }
+
+  // Per-tap passes over dy rows [oh0, oh1) for every tap of a pair.
+  static void bwd_weights_pair_taps(const DwPlan& p, const float* xbuf, const float* ybuf, int64_t kk, int64_t c,
+                                    int64_t oh0, int64_t oh1, float* am) {
+    if (oh0 >= oh1) return;
+    for (int64_t rd = 0; rd < p.kd; ++rd)
+      for (int64_t rh = 0; rh < p.kh; ++rh)
+        for (int64_t rw0 = 0; rw0 < p.kw; rw0 += kMaxBlock) {
+          float* at = am + ((rd * p.kh + rh) * p.kw + rw0) * W;
+#define CONVBWD_DW_CALL(NR) bwd_weights_taps<NR>(p, xbuf, ybuf, kk, c, rd, rh, rw0, oh0, oh1, at)
+          CONVBWD_DW_DISPATCH(std::min<int64_t>(kMaxBlock, p.kw - rw0), CONVBWD_DW_CALL)
+#undef CONVBWD_DW_CALL
+        }
+  }
+
   static void bwd_weights(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
     const int64_t nkb = (p.k + p.kblock - 1) / p.kblock;
     const int64_t g = task / nkb, k0 = task % nkb * p.kblock;
@@ -332,19 +377,30 @@ struct DwKernel {
     float* acc = s + p.off_acc;
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(acc, 0, static_cast<size_t>(nk * p.c * ks * W) * sizeof(float));
+    const bool all_taps = p.kd == 1 && p.yd == 1 && ks <= kMaxAllTaps && p.inner_lo < p.inner_hi;
     for (int64_t n = 0; n < p.n; ++n) {
       pack_x(p, b, p.b, n, g * p.c, p.c, xbuf, tmp);
       pack_y(p, a, p.a, n, g * p.k + k0, nk, 0, p.yw_pad, ybuf, tmp);
       for (int64_t kk = 0; kk < nk; ++kk)
-        for (int64_t c = 0; c < p.c; ++c)
-          for (int64_t rd = 0; rd < p.kd; ++rd)
-            for (int64_t rh = 0; rh < p.kh; ++rh)
-              for (int64_t rw0 = 0; rw0 < p.kw; rw0 += kMaxBlock) {
-                float* am = acc + ((((kk * p.c + c) * p.kd + rd) * p.kh + rh) * p.kw + rw0) * W;
-#define CONVBWD_DW_CALL(NR) bwd_weights_taps<NR>(p, xbuf, ybuf, kk, c, rd, rh, rw0, am)
-                CONVBWD_DW_DISPATCH(std::min<int64_t>(kMaxBlock, p.kw - rw0), CONVBWD_DW_CALL)
-#undef CONVBWD_DW_CALL
-              }
+        for (int64_t c = 0; c < p.c; ++c) {
+          float* am = acc + (kk * p.c + c) * ks * W;
+          if (!all_taps) {
+            bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.yh, am);
+            continue;
+          }
+          // Border rows tap by tap, the rows where every tap hits x at once.
+          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.inner_lo, am);
+          switch (ks) {
+#define CONVBWD_DW_CASE(NT) \
+  case NT: bwd_weights_rows<NT>(p, xbuf, ybuf, kk, c, p.inner_lo, p.inner_hi, am); break;
+            CONVBWD_DW_CASE(1) CONVBWD_DW_CASE(2) CONVBWD_DW_CASE(3) CONVBWD_DW_CASE(4)
+            CONVBWD_DW_CASE(5) CONVBWD_DW_CASE(6) CONVBWD_DW_CASE(7) CONVBWD_DW_CASE(8)
+            CONVBWD_DW_CASE(9) CONVBWD_DW_CASE(10) CONVBWD_DW_CASE(11) CONVBWD_DW_CASE(12)
+#undef CONVBWD_DW_CASE
+            default: break;
+          }
+          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, p.inner_hi, p.yh, am);
+        }
     }
     const DwView& v = p.dst;
     for (int64_t kk = 0; kk < nk; ++kk)

@@ -58,6 +58,9 @@ struct DwPlan {
   std::array<int64_t, kDwMaxKw + 1> phase_tap_begin{};
   int64_t phase_pad = 0;  // bwd_data: one phase of a dx row, rounded up
 
+  // dy rows oh in [inner_lo, inner_hi) reach x rows with every height tap.
+  int64_t inner_lo = 0, inner_hi = 0;
+
   int64_t kblock = 1;  // bwd_weights: out-channels per task
   int64_t tasks = 0;
   size_t scratch_floats = 0;  // per thread
