@@ -178,18 +178,22 @@ TEST(ImplGemm, ThreeD) {
   check_both("mb1ic6id7oc5kd2sd2_tr");
 }
 TEST(ImplGemm, Dtypes) {
-  check_both("mb2ic18ih7oc20kh3ph1_dtbf16");
-  check_both("mb2ic18ih7oc20kh3ph1_dtf16");
+  // Width 19 and channels 18/20: full 8x8 transpose blocks of the
+  // channels-last conversion plus pixel and channel tails.
+  check_both("mb2ic18ih5iw19oc20kh3ph1_dtbf16");
+  check_both("mb2ic18ih5iw19oc20kh3ph1_dtf16");
   check_both("mb2ic10ih6oc9kh3sh2ph1_dtf16:bf16:f32");
   check_both("mb2ic10ih6oc9kh3sh2ph1_dtbf16_tr");
 }
 TEST(ImplGemm, OperandRounding) {
   check_both("mb2ic18ih7oc20kh3ph1_math1");
-  check_both("mb2ic18ih7oc20kh3ph1_math2");
+  check_both("mb2ic18ih4iw17oc20kh3ph1_math1");
+  check_both("mb2ic18ih4iw17oc20kh3ph1_math2");
   check_both("mb2ic18ih7oc20kh3ph1_math3_tr");
 }
 TEST(ImplGemm, Layouts) {
   check_both("mb2ic18ih7oc20kh3ph1", Layout::channels_last, Layout::padded);
+  check_both("mb2ic18ih3iw17oc20kh3ph1_dtbf16", Layout::channels_last, Layout::contiguous);
   check_both("mb2ic18ih7oc20kh3sh2ph1", Layout::padded, Layout::reversed);
   check_both("mb1ic9id4oc7kd3pd1", Layout::reversed, Layout::channels_last);
 }

@@ -45,16 +45,17 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
   const Strides st = strides_of(v, spatial);
   const int64_t row = ext[2] * cp;
-  float* out = dst + g * image_floats() + e0 * ext[1] * row;
   const int64_t x0 = e0 - lo[0];
-  if (x0 < 0 || x0 >= src[0]) {
-    std::memset(out, 0, static_cast<size_t>(ext[1] * row) * sizeof(float));
-    return;
-  }
   // Stored positions [w_lo, w_hi) of the last dim hold source data.
   const int64_t w_lo = std::clamp<int64_t>(lo[2], 0, ext[2]);
   const int64_t w_hi = std::clamp<int64_t>(lo[2] + src[2], 0, ext[2]);
-  dispatch(v.dtype, rounding, [&]<DataType T, OperandRounding R>() {
+  for (int64_t cb = 0; cb < blocks(); ++cb) {
+    float* out = dst + g * image_floats() + cb * block_floats() + e0 * ext[1] * row;
+    if (x0 < 0 || x0 >= src[0]) {
+      std::memset(out, 0, static_cast<size_t>(ext[1] * row) * sizeof(float));
+      continue;
+    }
+    const int64_t c0 = cb * cp, nc = std::min(cp, cg - c0);
     for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
       float* o = out + e1 * row;
       const int64_t x1 = e1 - lo[1];
@@ -64,23 +65,14 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       }
       std::memset(o, 0, static_cast<size_t>(w_lo * cp) * sizeof(float));
       std::memset(o + w_hi * cp, 0, static_cast<size_t>((ext[2] - w_hi) * cp) * sizeof(float));
-      const int64_t src_row =
-          st.offset + n * st.n + g * cg * st.ch + x0 * st.sp[0] + x1 * st.sp[1] + (w_lo - lo[2]) * st.sp[2];
-      // Blocks of 16 channels: the 16 source lines stay in L1 while the
-      // pixels of the row walk through them.
-      for (int64_t c0 = 0; c0 < cg; c0 += 16) {
-        const int64_t cn = std::min<int64_t>(16, cg - c0);
-        for (int64_t w = w_lo; w < w_hi; ++w) {
-          float* ow = o + w * cp + c0;
-          const int64_t s = src_row + (w - w_lo) * st.sp[2] + c0 * st.ch;
-          for (int64_t c = 0; c < cn; ++c) ow[c] = round_operand<R>(load<T>(base, s + c * st.ch));
-        }
-      }
-      if (cp > cg)
+      const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1] +
+                              (w_lo - lo[2]) * st.sp[2];
+      convert(base, v.dtype, rounding, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, cp);
+      if (cp > nc)
         for (int64_t w = w_lo; w < w_hi; ++w)
-          std::memset(o + w * cp + cg, 0, static_cast<size_t>(cp - cg) * sizeof(float));
+          std::memset(o + w * cp + nc, 0, static_cast<size_t>(cp - nc) * sizeof(float));
     }
-  });
+  }
 }
 
 void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst) const {

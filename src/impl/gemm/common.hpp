@@ -118,9 +118,10 @@ inline int64_t workspace_budget(const OpSpec& op) {
 }
 
 // A channels-last fp32 copy of one operand image per (n, group):
-//   [n][g][e0][e1][e2][cp],  stored position e = source position + lo,
-// zero where the source position falls outside the image and for channels
-// cg..cp-1.
+//   [n][g][channel block][e0][e1][e2][cp],  stored position e = source + lo,
+// with cp channels per block (a blocked layout like oneDNN's nChw16c when
+// cp < cg; plain channels-last when one block holds them all). Zero where the
+// source position falls outside the image and for channels past cg.
 struct ImageCopy {
   View v;
   int spatial = 0;
@@ -129,8 +130,11 @@ struct ImageCopy {
   std::array<int64_t, 3> src{1, 1, 1};  // source extents
   std::array<int64_t, 3> ext{1, 1, 1};  // stored extents
   std::array<int64_t, 3> lo{0, 0, 0};
+  ToChannelsLast convert = to_channels_last_scalar;  // chosen by ISA at plan time
 
-  int64_t image_floats() const { return ext[0] * ext[1] * ext[2] * cp; }
+  int64_t blocks() const { return (cg + cp - 1) / cp; }
+  int64_t block_floats() const { return ext[0] * ext[1] * ext[2] * cp; }
+  int64_t image_floats() const { return blocks() * block_floats(); }
   int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
   // Copies plane (g, e0) of image n into dst (the copy of that image, all groups).
   void copy_plane(const void* base, int64_t n, int64_t plane, float* dst) const;
@@ -165,11 +169,11 @@ void store_tile(void* base, DataType dt, const float* tile, const int64_t* row_b
 // Kernels by ISA, chosen at plan time.
 struct Kernels {
   MicroKernel gather, strided;
-  const char* isa;
+  ToChannelsLast convert;
 };
 inline Kernels kernels_for(Isa isa) {
-  if (isa >= Isa::avx2) return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, "avx2"};
-  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, "scalar"};
+  if (isa >= Isa::avx2) return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2};
+  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar};
 }
 
 }  // namespace convbwd::detail::gemm

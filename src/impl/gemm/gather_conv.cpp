@@ -61,6 +61,7 @@ class GatherConvKernel final : public OpKernel {
     src_.groups = g.groups;
     src_.cg = red_;
     src_.cp = pixel_pitch(red_);
+    src_.convert = kernels_for(ctx.isa).convert;
     src_.src = dgrad ? sp.y : sp.x;
 
     if (!dgrad) {

@@ -21,6 +21,9 @@
 
 #include <cstdint>
 
+#include "convbwd/convbwd.hpp"
+#include "problem/spec.hpp"
+
 namespace convbwd::detail {
 
 constexpr int kMr = 6;
@@ -46,5 +49,17 @@ void f32_gemm_6x16_gather_scalar(const MicroArgs&);
 void f32_gemm_6x16_strided_scalar(const MicroArgs&);
 void f32_gemm_6x16_gather_avx2(const MicroArgs&);
 void f32_gemm_6x16_strided_avx2(const MicroArgs&);
+
+// Converts a [channels nc][pixels nw] block of a source image (element
+// (c, w) at src_index + c*cstride + w*wstride, dtype dt) to fp32, applies the
+// operand rounding, and stores it channels-last: dst[w*pitch + c]. The fast
+// path (unit pixel or channel stride) transposes 8x8 blocks in registers.
+using ToChannelsLast = void (*)(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,
+                                int64_t cstride, int64_t wstride, int64_t nc, int64_t nw, float* dst,
+                                int64_t pitch);
+void to_channels_last_scalar(const void*, DataType, OperandRounding, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             float*, int64_t);
+void to_channels_last_avx2(const void*, DataType, OperandRounding, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           float*, int64_t);
 
 }  // namespace convbwd::detail

@@ -1,0 +1,115 @@
+// AVX2 channels-last conversion (see impl/gemm/microkernel.hpp): 8 channels x
+// 8 pixels per register transpose, converting bf16/fp16 and rounding
+// (HF32, fp16) in vector registers with the same bits as
+// numeric/float_formats.hpp. Tails go to the scalar version.
+#include <immintrin.h>
+
+#include "impl/gemm/microkernel.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+template <DataType T>
+inline __m256 load8(const void* base, int64_t i) {
+  if constexpr (T == DataType::f32) {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i));
+    if constexpr (T == DataType::bf16)
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    else
+      return _mm256_cvtph_ps(h);
+  }
+}
+
+template <OperandRounding R>
+inline __m256 round8(__m256 v) {
+  if constexpr (R == OperandRounding::hf32) {
+    // round_to_hf32: (u + 0x800) & 0xfffff000, NaN kept NaN by setting the quiet bit.
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
+    const __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_set1_epi32(0x800)),
+                                       _mm256_set1_epi32(static_cast<int>(0xfffff000u)));
+    const __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
+  } else if constexpr (R == OperandRounding::fp16) {
+    // F16C rounds to nearest even, with subnormals and overflow to Inf, as
+    // float_to_f16 does.
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    return v;
+  }
+}
+
+template <DataType T, OperandRounding R>
+void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw, float* dst, int64_t pitch) {
+  const int64_t nc8 = nc / 8 * 8, nw8 = nw / 8 * 8;
+  if (ws == 1) {
+    for (int64_t c0 = 0; c0 < nc8; c0 += 8) {
+      const int64_t s = s0 + c0 * cs;
+      for (int64_t w0 = 0; w0 < nw8; w0 += 8) {
+        const __m256 r0 = round8<R>(load8<T>(src, s + 0 * cs + w0));
+        const __m256 r1 = round8<R>(load8<T>(src, s + 1 * cs + w0));
+        const __m256 r2 = round8<R>(load8<T>(src, s + 2 * cs + w0));
+        const __m256 r3 = round8<R>(load8<T>(src, s + 3 * cs + w0));
+        const __m256 r4 = round8<R>(load8<T>(src, s + 4 * cs + w0));
+        const __m256 r5 = round8<R>(load8<T>(src, s + 5 * cs + w0));
+        const __m256 r6 = round8<R>(load8<T>(src, s + 6 * cs + w0));
+        const __m256 r7 = round8<R>(load8<T>(src, s + 7 * cs + w0));
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        float* o = dst + w0 * pitch + c0;
+        _mm256_storeu_ps(o + 0 * pitch, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(o + 1 * pitch, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(o + 2 * pitch, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(o + 3 * pitch, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(o + 4 * pitch, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(o + 5 * pitch, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(o + 6 * pitch, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(o + 7 * pitch, _mm256_permute2f128_ps(u3, u7, 0x31));
+      }
+    }
+    if (nw8 < nw) to_channels_last_scalar(src, T, R, s0 + nw8, cs, ws, nc8, nw - nw8, dst + nw8 * pitch, pitch);
+    if (nc8 < nc) to_channels_last_scalar(src, T, R, s0 + nc8 * cs, cs, ws, nc - nc8, nw, dst + nc8, pitch);
+    return;
+  }
+  if (cs == 1) {
+    for (int64_t w = 0; w < nw; ++w)
+      for (int64_t c0 = 0; c0 < nc8; c0 += 8)
+        _mm256_storeu_ps(dst + w * pitch + c0, round8<R>(load8<T>(src, s0 + w * ws + c0)));
+    if (nc8 < nc) to_channels_last_scalar(src, T, R, s0 + nc8, cs, ws, nc - nc8, nw, dst + nc8, pitch);
+    return;
+  }
+  to_channels_last_scalar(src, T, R, s0, cs, ws, nc, nw, dst, pitch);
+}
+
+template <DataType T>
+void with_rounding(OperandRounding r, const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw,
+                   float* dst, int64_t pitch) {
+  switch (r) {
+    case OperandRounding::none: convert<T, OperandRounding::none>(src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case OperandRounding::hf32: convert<T, OperandRounding::hf32>(src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case OperandRounding::fp16: convert<T, OperandRounding::fp16>(src, s0, cs, ws, nc, nw, dst, pitch); return;
+  }
+}
+
+}  // namespace
+
+void to_channels_last_avx2(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
+                           int64_t nc, int64_t nw, float* dst, int64_t pitch) {
+  switch (dt) {
+    case DataType::f32: with_rounding<DataType::f32>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case DataType::bf16: with_rounding<DataType::bf16>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case DataType::f16: with_rounding<DataType::f16>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
+    default: return;  // 8-bit formats are declined at plan time
+  }
+}
+
+}  // namespace convbwd::detail

@@ -1,0 +1,54 @@
+// Portable channels-last conversion (see impl/gemm/microkernel.hpp). Blocks
+// of 16 channels keep their 16 source lines in L1 while the pixels walk
+// through them.
+#include <algorithm>
+
+#include "impl/gemm/microkernel.hpp"
+#include "numeric/float_formats.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+template <DataType T, OperandRounding R>
+void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw, float* dst, int64_t pitch) {
+  for (int64_t c0 = 0; c0 < nc; c0 += 16) {
+    const int64_t cn = std::min<int64_t>(16, nc - c0);
+    for (int64_t w = 0; w < nw; ++w) {
+      float* o = dst + w * pitch + c0;
+      const int64_t s = s0 + w * ws + c0 * cs;
+      for (int64_t c = 0; c < cn; ++c) {
+        float v;
+        if constexpr (T == DataType::f32) v = static_cast<const float*>(src)[s + c * cs];
+        else if constexpr (T == DataType::bf16) v = bf16_to_float(static_cast<const uint16_t*>(src)[s + c * cs]);
+        else v = f16_to_float(static_cast<const uint16_t*>(src)[s + c * cs]);
+        if constexpr (R == OperandRounding::hf32) v = round_to_hf32(v);
+        if constexpr (R == OperandRounding::fp16) v = round_to_fp16(v);
+        o[c] = v;
+      }
+    }
+  }
+}
+
+template <DataType T>
+void with_rounding(OperandRounding r, const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw,
+                   float* dst, int64_t pitch) {
+  switch (r) {
+    case OperandRounding::none: convert<T, OperandRounding::none>(src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case OperandRounding::hf32: convert<T, OperandRounding::hf32>(src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case OperandRounding::fp16: convert<T, OperandRounding::fp16>(src, s0, cs, ws, nc, nw, dst, pitch); return;
+  }
+}
+
+}  // namespace
+
+void to_channels_last_scalar(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
+                             int64_t nc, int64_t nw, float* dst, int64_t pitch) {
+  switch (dt) {
+    case DataType::f32: with_rounding<DataType::f32>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case DataType::bf16: with_rounding<DataType::bf16>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
+    case DataType::f16: with_rounding<DataType::f16>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
+    default: return;  // 8-bit formats are declined at plan time
+  }
+}
+
+}  // namespace convbwd::detail
