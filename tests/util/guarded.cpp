@@ -235,6 +235,26 @@ std::string compare_with_reference(const Problem& p, const Buffers& b) {
   return "";
 }
 
+std::vector<double> reference_output(const Problem& p, const Buffers& b, Gradient g) {
+  const detail::Spec spec = detail::validate(p).value();
+  detail::OpSpec op = spec.op_for(g);
+  const bool tr = p.transposed;
+  const void* a = b.grad_output;
+  const void* bb = b.weight;
+  if (g == Gradient::weight) {
+    a = tr ? b.input : b.grad_output;
+    bb = tr ? b.grad_output : b.input;
+  }
+  const DataType dt = op.dst.dtype;
+  const int64_t n = op.dst.elements();
+  op.dst = contiguous(op.dst, dt);
+  std::vector<unsigned char> ref(static_cast<size_t>(n) * size_of(dt));
+  detail::reference_run(op, a, bb, ref.data());
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(j)] = detail::load_as_float(ref.data(), j, dt);
+  return v;
+}
+
 Buffers GuardedRun::buffers() const {
   return Buffers{grad_output.data(), input.data(), weight.data(),
                  const_cast<void*>(outs[0].data()), const_cast<void*>(outs[1].data()),
@@ -260,6 +280,20 @@ std::string GuardedRun::check() const {
     if (std::string e = outs[i].check_outside_view(out_names[i]); !e.empty()) return e;
   }
   return compare_with_reference(problem, buffers());
+}
+
+std::vector<unsigned char> output_bits(const GuardedRun& r, int only) {
+  std::vector<unsigned char> bits;
+  for (int i = 0; i < 3; ++i) {
+    if (!r.problem.output_mask[i] || (only >= 0 && i != only)) continue;
+    const GuardedTensor& t = r.outs[i];
+    const size_t es = size_of(t.desc.dtype);
+    for (int64_t j = 0, n = t.elements(); j < n; ++j) {
+      const unsigned char* p = t.buffer.data() + static_cast<size_t>(t.storage_index(j)) * es;
+      bits.insert(bits.end(), p, p + es);
+    }
+  }
+  return bits;
 }
 
 GuardedRun make_guarded_run(const Problem& p, bool strided_inputs, bool strided_outputs, std::mt19937_64& rng) {
@@ -324,7 +358,7 @@ aclTensor* acl_tensor(const TensorDesc& d, void* data) {
 
 }  // namespace
 
-std::string run_capi(GuardedRun& r, void* stream, bool check) {
+std::string run_capi(GuardedRun& r, void* stream, bool check, bool synchronize) {
   const Problem& p = r.problem;
   const std::string desc = p.descriptor();
   const bool asym = p.padding_after != p.padding_before && !p.padding_after.empty();
@@ -355,20 +389,23 @@ std::string run_capi(GuardedRun& r, void* stream, bool check) {
   aclnnStatus st = aclnnConvolutionBackwardGetWorkspaceSize(
       go, in, w, bias_a, stride_a, pad_a, dil_a, p.transposed, outpad_a, static_cast<int>(p.groups), mask_a,
       static_cast<int8_t>(p.math_mode), outs[0], outs[1], outs[2], &ws_size, &exec);
-  GuardedBuffer ws(st == ACLNN_SUCCESS ? static_cast<size_t>(ws_size) : 0);
+  r.pending_workspace = std::make_unique<GuardedBuffer>(st == ACLNN_SUCCESS ? static_cast<size_t>(ws_size) : 0);
+  GuardedBuffer& ws = *r.pending_workspace;
   if (st != ACLNN_SUCCESS) {
     failure = "GetWorkspaceSize(" + desc + ") returned " + std::to_string(st) + ": " + aclGetRecentErrMsg();
   } else if ((st = aclnnConvolutionBackward(ws.size() ? ws.data() : nullptr, ws_size, exec, stream)) !=
              ACLNN_SUCCESS) {
     failure = "aclnnConvolutionBackward(" + desc + ") returned " + std::to_string(st) + ": " + aclGetRecentErrMsg();
     aclDestroyAclOpExecutor(exec);
+  } else if (!synchronize) {
+    check = false;
   } else if (aclError e = aclrtSynchronizeStream(stream); e != ACL_SUCCESS) {
     failure = "aclrtSynchronizeStream after " + desc + " returned " + std::to_string(e) + ": " + aclGetRecentErrMsg();
   }
   for (aclTensor* t : {go, in, w, outs[0], outs[1], outs[2]}) aclDestroyTensor(t);
   for (aclIntArray* a : {bias_a, stride_a, pad_a, dil_a, outpad_a}) aclDestroyIntArray(a);
   aclDestroyBoolArray(mask_a);
-  if (!failure.empty()) return failure;
+  if (!failure.empty() || !synchronize) return failure;
   if (std::string e = ws.check_guards("workspace of " + desc); !e.empty()) return e;
   return check ? r.check() : "";
 }

@@ -84,6 +84,10 @@ std::vector<unsigned char> snapshot(const GuardedTensor&);
 // or the first mismatch, naming the gradient and the element.
 std::string compare_with_reference(const Problem& p, const Buffers& b);
 
+// The reference's value of every element of gradient g (row-major), rounded
+// once into the gradient's dtype as the library must round it.
+std::vector<double> reference_output(const Problem& p, const Buffers& b, Gradient g);
+
 // Everything one guarded run needs: operands, outputs and workspace in
 // guarded buffers, with the given layouts.
 struct GuardedRun {
@@ -91,10 +95,16 @@ struct GuardedRun {
   GuardedTensor grad_output, input, weight;
   GuardedTensor outs[3];
   std::vector<unsigned char> in_snapshots[3];
+  std::unique_ptr<GuardedBuffer> pending_workspace;  // run_capi without synchronize
   Buffers buffers() const;
   // "" when guards, holes, inputs and values are all as they must be.
   std::string check() const;
 };
+// The output bits of every requested gradient, in row-major view order: what
+// determinism and concurrency tests compare.
+// `only`: one gradient (0, 1, 2) or all requested ones (-1).
+std::vector<unsigned char> output_bits(const GuardedRun& r, int only = -1);
+
 // Builds the tensors of `p` (which gives operand dims and dtypes; output
 // descs are derived from the implied shapes) with random data; strided
 // layouts are random permutations with holes.
@@ -106,8 +116,10 @@ std::string run_plan(GuardedRun& r);
 // The same through aclnnConvolutionBackwardGetWorkspaceSize and
 // aclnnConvolutionBackward on `stream` (an aclrtStream; null: the default
 // stream), then aclrtSynchronizeStream. With check = false only runs (for
-// callers that compare bits themselves).
-std::string run_capi(GuardedRun& r, void* stream, bool check = true);
+// callers that compare bits themselves); with synchronize = false it returns
+// once the work is enqueued (the workspace is then leaked to the caller's
+// care: it is parked in r and freed with it).
+std::string run_capi(GuardedRun& r, void* stream, bool check = true, bool synchronize = true);
 
 }  // namespace convbwd::test
 
