@@ -187,8 +187,10 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
     else
       y_f = p.k * p.yd * p.yh * p.ly;
   }
-  const int64_t row_f = std::max({p.yw_pad, p.xw_pad, p.kw}) + 2 * W;
-  const int64_t phase_f = std::max(p.sw * p.phase_pad, p.xw) + W;
+  p.row_len = dw_round_up(std::max({p.yw_pad, p.xw_pad, p.kw}) + 2 * W, 16);
+  const int64_t row_f = 2 * p.row_len;
+  // Also the tmp of packing: a padded x row of sw*lq columns, or an x row.
+  const int64_t phase_f = std::max({p.sw * p.phase_pad, p.sw * p.lq, p.xw}) + W;
   // Regions start on 64-byte boundaries (relative to the scratch start).
   size_t at = 0;
   auto region = [&](int64_t floats) {

@@ -61,6 +61,8 @@ struct DwPlan {
   // dy rows oh in [inner_lo, inner_hi) reach x rows with every height tap.
   int64_t inner_lo = 0, inner_hi = 0;
 
+  int64_t row_len = 0;  // floats of one row buffer; the row region holds two
+
   int64_t kblock = 1;  // bwd_weights: out-channels per task
   int64_t tasks = 0;
   size_t scratch_floats = 0;  // per thread

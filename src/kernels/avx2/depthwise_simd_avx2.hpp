@@ -51,6 +51,23 @@ struct VecAvx2 {
     }
   }
 
+  // a[i] = in[2i], b[i] = in[2i+1] for i < n; writes nothing past a[n), b[n).
+  static void deinterleave2(const float* in, int64_t n, float* a, float* b) {
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const R v0 = load(in + 2 * i), v1 = load(in + 2 * i + W);
+      // shuffle_ps works per 128-bit half; the 64-bit permute restores order.
+      const R ev = _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0));
+      const R od = _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1));
+      store(a + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+      store(b + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0))));
+    }
+    for (; i < n; ++i) {
+      a[i] = in[2 * i];
+      b[i] = in[2 * i + 1];
+    }
+  }
+
   static R from_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

@@ -52,6 +52,12 @@ struct VecScalar {
       out[2 * i + 1] = b[i];
     }
   }
+  static void deinterleave2(const float* in, int64_t n, float* a, float* b) {
+    for (int64_t i = 0; i < n; ++i) {
+      a[i] = in[2 * i];
+      b[i] = in[2 * i + 1];
+    }
+  }
   static R from(const void* base, DataType dt, int64_t i) {
     R r;
     dw_load_row_generic(base, dt, i, 1, 8, OperandRounding::none, r.v);
