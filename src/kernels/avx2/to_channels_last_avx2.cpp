@@ -4,6 +4,8 @@
 // numeric/float_formats.hpp. Tails go to the scalar version.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "impl/gemm/microkernel.hpp"
 
 namespace convbwd::detail {
@@ -46,38 +48,37 @@ template <DataType T, OperandRounding R>
 void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw, float* dst, int64_t pitch) {
   const int64_t nc8 = nc / 8 * 8, nw8 = nw / 8 * 8;
   if (ws == 1) {
-    for (int64_t c0 = 0; c0 < nc8; c0 += 8) {
+    // Groups of up to 8 channels; a partial group (the 6-channel blocks of
+    // the weight gradient's dy copy, or a channel tail) loads only its own
+    // rows and stores only its own lanes.
+    for (int64_t c0 = 0; c0 < nc; c0 += 8) {
+      const int64_t cn = std::min<int64_t>(8, nc - c0);
+      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cn)), lane);
       const int64_t s = s0 + c0 * cs;
       for (int64_t w0 = 0; w0 < nw8; w0 += 8) {
-        const __m256 r0 = round8<R>(load8<T>(src, s + 0 * cs + w0));
-        const __m256 r1 = round8<R>(load8<T>(src, s + 1 * cs + w0));
-        const __m256 r2 = round8<R>(load8<T>(src, s + 2 * cs + w0));
-        const __m256 r3 = round8<R>(load8<T>(src, s + 3 * cs + w0));
-        const __m256 r4 = round8<R>(load8<T>(src, s + 4 * cs + w0));
-        const __m256 r5 = round8<R>(load8<T>(src, s + 5 * cs + w0));
-        const __m256 r6 = round8<R>(load8<T>(src, s + 6 * cs + w0));
-        const __m256 r7 = round8<R>(load8<T>(src, s + 7 * cs + w0));
-        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-        const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-        const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-        const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 r[8];
+        for (int c = 0; c < 8; ++c) r[c] = c < cn ? round8<R>(load8<T>(src, s + c * cs + w0)) : _mm256_setzero_ps();
+        const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
         const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
         const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
         const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
         const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        const __m256 px[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                              _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                              _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                              _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
         float* o = dst + w0 * pitch + c0;
-        _mm256_storeu_ps(o + 0 * pitch, _mm256_permute2f128_ps(u0, u4, 0x20));
-        _mm256_storeu_ps(o + 1 * pitch, _mm256_permute2f128_ps(u1, u5, 0x20));
-        _mm256_storeu_ps(o + 2 * pitch, _mm256_permute2f128_ps(u2, u6, 0x20));
-        _mm256_storeu_ps(o + 3 * pitch, _mm256_permute2f128_ps(u3, u7, 0x20));
-        _mm256_storeu_ps(o + 4 * pitch, _mm256_permute2f128_ps(u0, u4, 0x31));
-        _mm256_storeu_ps(o + 5 * pitch, _mm256_permute2f128_ps(u1, u5, 0x31));
-        _mm256_storeu_ps(o + 6 * pitch, _mm256_permute2f128_ps(u2, u6, 0x31));
-        _mm256_storeu_ps(o + 7 * pitch, _mm256_permute2f128_ps(u3, u7, 0x31));
+        if (cn == 8)
+          for (int w = 0; w < 8; ++w) _mm256_storeu_ps(o + w * pitch, px[w]);
+        else
+          for (int w = 0; w < 8; ++w) _mm256_maskstore_ps(o + w * pitch, mask, px[w]);
       }
     }
-    if (nw8 < nw) to_channels_last_scalar(src, T, R, s0 + nw8, cs, ws, nc8, nw - nw8, dst + nw8 * pitch, pitch);
-    if (nc8 < nc) to_channels_last_scalar(src, T, R, s0 + nc8 * cs, cs, ws, nc - nc8, nw, dst + nc8, pitch);
+    if (nw8 < nw) to_channels_last_scalar(src, T, R, s0 + nw8, cs, ws, nc, nw - nw8, dst + nw8 * pitch, pitch);
     return;
   }
   if (cs == 1) {
