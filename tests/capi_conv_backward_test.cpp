@@ -185,23 +185,9 @@ struct Case {
   } args{};
 
   explicit Case(const std::string& descriptor, Layout in = Layout::contiguous, Layout out = Layout::contiguous) {
-    auto p = parse(descriptor);
+    auto p = Problem::parse(descriptor);
     EXPECT_TRUE(p) << p.error().message;
     if (p) init(p.value(), in, out);
-  }
-
-  // Problem::parse, with a trailing "_dt<type>" applied here: the core's
-  // parser currently reads "dtbf16" as the token "dtbf".
-  static convbwd::Result<Problem> parse(const std::string& descriptor) {
-    const size_t at = descriptor.rfind("_dt");
-    if (at == std::string::npos) return Problem::parse(descriptor);
-    auto p = Problem::parse(descriptor.substr(0, at));
-    if (!p) return p;
-    const std::string t = descriptor.substr(at + 3);
-    const DataType dt = t == "bf16" ? DataType::bf16 : t == "f16" ? DataType::f16 : DataType::f32;
-    EXPECT_TRUE(t == "bf16" || t == "f16" || t == "f32") << descriptor;
-    p->grad_output.dtype = p->input.dtype = p->weight.dtype = dt;
-    return p;
   }
   Case(const Problem& p, Layout in, Layout out) { init(p, in, out); }
 
