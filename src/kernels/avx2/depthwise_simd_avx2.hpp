@@ -20,6 +20,7 @@ struct VecAvx2 {
   static constexpr int64_t W = 8;
   static_assert(W == kDwLanes);
 
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }

@@ -18,6 +18,7 @@ struct VecScalar {
   static constexpr int64_t W = 8;
   static_assert(W == kDwLanes);
 
+  static void prefetch(const void* p) { __builtin_prefetch(p, 0, 2); }
   static R zero() { return R{}; }
   static R load(const float* p) {
     R r;
