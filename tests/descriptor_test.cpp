@@ -247,6 +247,15 @@ TEST(Descriptor, RoundTripRandomProblems) {
   }
 }
 
+TEST(Descriptor, OfHostileProblemsDoesNotOverflow) {
+  Problem p = Problem::parse("ic4iw5oc6kw3_tr").value();
+  p.weight.dims[1] = int64_t{1} << 62;
+  p.groups = 4;
+  EXPECT_EQ(p.descriptor().rfind("<invalid", 0), 0u) << p.descriptor();
+  p.input.dims = {1, 2};
+  EXPECT_EQ(p.descriptor().rfind("<invalid", 0), 0u) << p.descriptor();
+}
+
 TEST(Descriptor, CanonicalFormOmitsDefaults) {
   EXPECT_EQ(parse_ok("mb2ic3ih5iw5oc3kh1kw1sh1sw1ph0pw0dh1dw1_mask111_math0_dtf32").descriptor(), "mb2ic3ih5iw5oc3oh5ow5kh1kw1");
   EXPECT_EQ(parse_ok("ic3iw7").descriptor(), "mb2ic3iw7oc3ow7kw1");

@@ -213,7 +213,9 @@ std::string Problem::descriptor() const {
   const int sp = static_cast<int>(input.dims.size()) - 2;
   if (sp < 1 || sp > 3 || weight.dims.size() != input.dims.size()) return "<invalid: rank>";
   const int first = 3 - sp;
-  const int64_t oc = transposed ? (weight.dims[1] * groups) : weight.dims[0];
+  // Checked: descriptor() also names invalid problems in error reports.
+  int64_t oc = weight.dims[0];
+  if (transposed && __builtin_mul_overflow(weight.dims[1], groups, &oc)) return "<invalid: Cout overflows>";
   std::string s = "mb" + std::to_string(input.dims[0]);
   if (groups != 1) s += "g" + std::to_string(groups);
   s += "ic" + std::to_string(input.dims[1]);
