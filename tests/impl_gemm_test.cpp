@@ -204,6 +204,19 @@ TEST(ImplGemm, SmallIntsExact) {
   check("mb2ic21ih9oc17kh3sh2ph1", Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
 }
 
+TEST(ImplGemm, SeveralBatches) {
+  // Copies of only some images at a time (the path of problems whose copies
+  // exceed the workspace budget): the weight gradient accumulates across
+  // batches, the data gradient and the forward restart their tiles per batch.
+  for (const char* cap : {"1", "2", "3"}) {
+    SCOPED_TRACE(std::string("CONVBWD_GEMM_MAX_BATCH=") + cap);
+    setenv("CONVBWD_GEMM_MAX_BATCH", cap, 1);
+    check_both("mb5ic20ih9oc14kh3ph1");
+    check_both("mb5ic12ih9oc10kh3sh2ph1_tr");
+  }
+  unsetenv("CONVBWD_GEMM_MAX_BATCH");
+}
+
 TEST(ImplGemm, DeclinesEightBitAndBias) {
   auto p = Problem::parse("mb1ic4ih5oc4kh3_tr_dtf8e4m3_mask100");
   ASSERT_TRUE(p) << p.error().message;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 
@@ -115,6 +116,18 @@ inline int64_t workspace_budget(const OpSpec& op) {
   const int64_t a = op.a.elements() * static_cast<int64_t>(size_of(op.a.dtype));
   const int64_t b = op.b.elements() * static_cast<int64_t>(size_of(op.b.dtype));
   return std::max<int64_t>({int64_t{64} << 20, a, b});
+}
+
+// Images per batch of channels-last copies: as many as the budget holds,
+// capped by CONVBWD_GEMM_MAX_BATCH (read at plan time), with which the tests
+// drive the several-batches path on small problems.
+inline int64_t batch_limit(int64_t n, int64_t budget_floats, int64_t fixed_floats, int64_t per_image_floats) {
+  int64_t b = std::min<int64_t>(n, (budget_floats - fixed_floats) / per_image_floats);
+  if (const char* e = std::getenv("CONVBWD_GEMM_MAX_BATCH")) {
+    const long long v = std::atoll(e);
+    if (v > 0) b = std::min<int64_t>(b, v);
+  }
+  return b;
 }
 
 // A channels-last fp32 copy of one operand image per (n, group):

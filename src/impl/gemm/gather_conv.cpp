@@ -30,7 +30,7 @@ struct Phase {
   std::array<int64_t, 3> out_step{1, 1, 1};
   std::array<int64_t, 3> src_step{1, 1, 1};  // stored source position per u
   std::vector<int64_t> a_off, b_off, len;    // one run per tap reaching this phase
-  int64_t pixels = 0, tiles = 0, groups_of_tiles = 0;
+  int64_t pixels = 0;  // per image
 };
 
 class GatherConvKernel final : public OpKernel {
@@ -138,21 +138,22 @@ class GatherConvKernel final : public OpKernel {
             phases_.push_back(std::move(ph));
           }
     }
-    // Tiles per task: enough tasks for both threads to stay busy, each long
-    // enough that handing it out costs nothing.
+    // Tiles per task: the A rows a task's tiles read (6 pixels x taps x
+    // reduced channels each, at most) should stay in L2 while every weight
+    // block passes over them, and a task must be long enough that handing it
+    // out costs nothing.
+    int64_t max_runs = 1;
     for (Phase& ph : phases_) {
       ph.pixels = ph.u[0] * ph.u[1] * ph.u[2];
-      ph.tiles = ceil_div(ph.pixels, kMr);
-      ph.groups_of_tiles = ceil_div(ph.tiles, kTileGroup);
-      tasks_per_image_ += ph.groups_of_tiles;
+      max_runs = std::max<int64_t>(max_runs, static_cast<int64_t>(ph.len.size()));
     }
-    tasks_per_image_ *= groups_;
+    tile_group_ = std::clamp<int64_t>((256 << 10) / (kMr * max_runs * red_ * 4), 4, 64);
 
     // Workspace: packed weights, then as many image copies as fit.
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
     image_floats_ = round_up(groups_ * src_.image_floats(), kAlignFloats);
     const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
-    batch_ = std::min<int64_t>(n_, (budget - weights_floats_) / image_floats_);
+    batch_ = batch_limit(n_, budget, weights_floats_, image_floats_);
     if (batch_ < 1) {
       *why = "one image's channels-last copy does not fit the workspace budget";
       ok_ = false;
@@ -178,28 +179,36 @@ class GatherConvKernel final : public OpKernel {
         const int64_t i = t / planes;
         src_.copy_plane(args.a, n0 + i, t % planes, img + i * image_floats_);
       });
-      pool.parallel_for(nb * tasks_per_image_, threads_,
-                        [&](int64_t t, int) { compute(args, wpk, img, n0, t); });
+      // Tiles run over the pixels of the whole batch, so small images
+      // (7x7) fill whole tiles and each weight block is read once per task
+      // rather than once per image.
+      const int64_t per_group = tasks_per_group(nb);
+      pool.parallel_for(groups_ * per_group, threads_,
+                        [&](int64_t t, int) { compute(args, wpk, img, n0, nb, per_group, t); });
     }
   }
 
  private:
-  static constexpr int64_t kTileGroup = 16;
+  int64_t tasks_of(const Phase& ph, int64_t nb) const { return ceil_div(ceil_div(nb * ph.pixels, kMr), tile_group_); }
+  int64_t tasks_per_group(int64_t nb) const {
+    int64_t t = 0;
+    for (const Phase& ph : phases_) t += tasks_of(ph, nb);
+    return t;
+  }
 
-  void compute(const OpArgs& args, const float* wpk, const float* img, int64_t n0, int64_t task) const {
-    const int64_t per_group = tasks_per_image_ / groups_;
-    const int64_t i = task / tasks_per_image_;
-    int64_t rest = task % tasks_per_image_;
-    const int64_t g = rest / per_group;
-    rest %= per_group;
+  void compute(const OpArgs& args, const float* wpk, const float* img, int64_t n0, int64_t nb, int64_t per_group,
+               int64_t task) const {
+    const int64_t g = task / per_group;
+    int64_t rest = task % per_group;
     size_t p = 0;
-    while (rest >= phases_[p].groups_of_tiles) rest -= phases_[p++].groups_of_tiles;
+    while (rest >= tasks_of(phases_[p], nb)) rest -= tasks_of(phases_[p++], nb);
     const Phase& ph = phases_[p];
-    const int64_t n = n0 + i;
-    const float* src = img + i * image_floats_ + g * src_.image_floats();
+    const int64_t batch_pixels = nb * ph.pixels;
+    const int64_t tiles = ceil_div(batch_pixels, kMr);
+    const float* src = img + g * src_.image_floats();
     const Strides ds = strides_of(op_.dst, op_.geo.spatial);
-    const int64_t dst_ch0 = ds.offset + n * ds.n + g * cols_ * ds.ch;
-    const int64_t tile_lo = rest * kTileGroup, tile_hi = std::min(ph.tiles, tile_lo + kTileGroup);
+    const int64_t dst_ch0 = ds.offset + n0 * ds.n + g * cols_ * ds.ch;
+    const int64_t tile_lo = rest * tile_group_, tile_hi = std::min(tiles, tile_lo + tile_group_);
 
     MicroArgs ka;
     ka.as = 1;
@@ -218,15 +227,16 @@ class GatherConvKernel final : public OpKernel {
       const int cols = static_cast<int>(std::min<int64_t>(kNr, cols_ - blk * kNr));
       for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
         const int64_t px0 = tl * kMr;
-        const int rows = static_cast<int>(std::min<int64_t>(kMr, ph.pixels - px0));
+        const int rows = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0));
         for (int r = 0; r < kMr; ++r) {
           // Rows past the last pixel recompute pixel px0; they are not stored.
-          const int64_t px = px0 + (r < rows ? r : 0);
+          const int64_t bpx = px0 + (r < rows ? r : 0);
+          const int64_t i = bpx / ph.pixels, px = bpx % ph.pixels;
           const int64_t u2 = px % ph.u[2], u1 = (px / ph.u[2]) % ph.u[1], u0 = px / (ph.u[2] * ph.u[1]);
-          ka.a[r] = src + ((u0 * ph.src_step[0] * src_.ext[1] + u1 * ph.src_step[1]) * src_.ext[2] +
-                           u2 * ph.src_step[2]) *
-                              src_.cp;
-          row_base[r] = dst_ch0 + blk * kNr * ds.ch + (ph.out_first[0] + u0 * ph.out_step[0]) * ds.sp[0] +
+          ka.a[r] = src + i * image_floats_ +
+                    ((u0 * ph.src_step[0] * src_.ext[1] + u1 * ph.src_step[1]) * src_.ext[2] + u2 * ph.src_step[2]) *
+                        src_.cp;
+          row_base[r] = dst_ch0 + i * ds.n + blk * kNr * ds.ch + (ph.out_first[0] + u0 * ph.out_step[0]) * ds.sp[0] +
                         (ph.out_first[1] + u1 * ph.out_step[1]) * ds.sp[1] +
                         (ph.out_first[2] + u2 * ph.out_step[2]) * ds.sp[2];
         }
@@ -243,7 +253,7 @@ class GatherConvKernel final : public OpKernel {
   WeightPack wp_;
   ImageCopy src_;
   std::vector<Phase> phases_;
-  int64_t tasks_per_image_ = 0;
+  int64_t tile_group_ = 16;
   int64_t weights_floats_ = 0, image_floats_ = 0, batch_ = 0;
   bool ok_ = true;
 };
