@@ -34,6 +34,8 @@ const char* const kGeometries[] = {
     "mb2g2ic4id6ih5iw9oc4kd2kh3kw2sd2sh1sw2pd1pw1",
     "mb2g4ic16ih7iw9oc16kh3kw3ph1pw1",
     "mb2g2ic6ih6iw6oc10kh3kw2sh2pw1",
+    "mb2g2ic4ih9iw10oc10kh3kw3sh2ph1pw1",
+    "mb2g2ic8ih6iw28oc8kh3kw3ph1pw1",
     "mb2g3ic3ih8iw8oc6kh3kw3",
     "mb2g4ic4ih5iw1oc4kh3kw1ph1",
     "mb2g4ic4ih5iw2oc4kh3kw3ph1pw1",

@@ -431,6 +431,47 @@ struct DwKernel {
     CONVBWD_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
   }
 
+  // KB out-channels x NR width taps of one (channel, rh) over interior dy
+  // rows [oh0, oh1): each x vector feeds KB channels and each dy vector NR
+  // taps, so loads stay well under the FMAs and the working set (one x plane,
+  // KB dy planes) stays in L1. Same per-tap order as bwd_weights_rows.
+  template <int KB, int NR>
+  static void bwd_weights_kblock(const DwPlan& p, const float* xbuf, const float* ybuf, int64_t kk0, int64_t c,
+                                 int64_t rh, int64_t oh0, int64_t oh1, float* acc) {
+    const int64_t ks = p.kh * p.kw;  // kd == 1 here
+    R a[KB][NR];
+    CONVBWD_UNROLL for (int i = 0; i < KB; ++i)
+      CONVBWD_UNROLL for (int j = 0; j < NR; ++j) a[i][j] = V::load(acc + (((kk0 + i) * p.c + c) * ks + rh * p.kw + j) * W);
+    const int64_t row = p.sw * p.lq;
+    const int64_t full = p.yw / W * W;
+    const int64_t tail = p.yw - full;
+    int64_t xoff[NR];
+    for (int j = 0; j < NR; ++j) xoff[j] = p.xoff[j];
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      const float* xr = xbuf + (c * p.xh + oh * p.sh - p.ph + rh * p.dh) * row;
+      const float* yr = ybuf + (kk0 * p.yh + oh) * p.yw_pad;
+      const int64_t yplane = p.yh * p.yw_pad;
+      for (int64_t o = 0; o < full; o += W) {
+        R x[NR];
+        CONVBWD_UNROLL for (int j = 0; j < NR; ++j) x[j] = V::load(xr + xoff[j] + o);
+        CONVBWD_UNROLL for (int i = 0; i < KB; ++i) {
+          const R dy = V::load(yr + i * yplane + o);
+          CONVBWD_UNROLL for (int j = 0; j < NR; ++j) a[i][j] = V::fma(dy, x[j], a[i][j]);
+        }
+      }
+      if (tail) {
+        R x[NR];
+        CONVBWD_UNROLL for (int j = 0; j < NR; ++j) x[j] = V::keep_first(V::load(xr + xoff[j] + full), tail);
+        CONVBWD_UNROLL for (int i = 0; i < KB; ++i) {
+          const R dy = V::load(yr + i * yplane + full);
+          CONVBWD_UNROLL for (int j = 0; j < NR; ++j) a[i][j] = V::fma(dy, x[j], a[i][j]);
+        }
+      }
+    }
+    CONVBWD_UNROLL for (int i = 0; i < KB; ++i)
+      CONVBWD_UNROLL for (int j = 0; j < NR; ++j) V::store(acc + (((kk0 + i) * p.c + c) * ks + rh * p.kw + j) * W, a[i][j]);
+  }
+
   // Per-tap passes over dy rows [oh0, oh1) for every tap of a pair.
   static void bwd_weights_pair_taps(const DwPlan& p, const float* xbuf, const float* ybuf, int64_t kk, int64_t c,
                                     int64_t oh0, int64_t oh1, float* am) {
@@ -463,15 +504,25 @@ struct DwKernel {
         prefetch(b, p.b, n + 1, g * p.c, p.c, p.xd, p.xh, p.xw);
         prefetch(a, p.a, n + 1, g * p.k + k0, nk, p.yd, p.yh, p.yw);
       }
+      if (!all_taps) {
+        for (int64_t kk = 0; kk < nk; ++kk)
+          for (int64_t c = 0; c < p.c; ++c) bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.yh, acc + (kk * p.c + c) * ks * W);
+        continue;
+      }
+      // Border rows tap by tap, then the rows where every tap hits x, then
+      // the bottom border: each tap still sums its rows in ascending order.
       for (int64_t kk = 0; kk < nk; ++kk)
+        for (int64_t c = 0; c < p.c; ++c)
+          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.inner_lo, acc + (kk * p.c + c) * ks * W);
+      int64_t kk = 0;
+      if (p.kw == 3)
+        for (; kk + 4 <= nk; kk += 4)
+          for (int64_t c = 0; c < p.c; ++c)
+            for (int64_t rh = 0; rh < p.kh; ++rh)
+              bwd_weights_kblock<4, 3>(p, xbuf, ybuf, kk, c, rh, p.inner_lo, p.inner_hi, acc);
+      for (; kk < nk; ++kk)
         for (int64_t c = 0; c < p.c; ++c) {
           float* am = acc + (kk * p.c + c) * ks * W;
-          if (!all_taps) {
-            bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.yh, am);
-            continue;
-          }
-          // Border rows tap by tap, the rows where every tap hits x at once.
-          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.inner_lo, am);
           switch (ks) {
 #define CONVBWD_DW_CASE(NT) \
   case NT: bwd_weights_rows<NT>(p, xbuf, ybuf, kk, c, p.inner_lo, p.inner_hi, am); break;
@@ -481,8 +532,10 @@ struct DwKernel {
 #undef CONVBWD_DW_CASE
             default: break;
           }
-          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, p.inner_hi, p.yh, am);
         }
+      for (int64_t k2 = 0; k2 < nk; ++k2)
+        for (int64_t c = 0; c < p.c; ++c)
+          bwd_weights_pair_taps(p, xbuf, ybuf, k2, c, p.inner_hi, p.yh, acc + (k2 * p.c + c) * ks * W);
     }
     const DwView& v = p.dst;
     for (int64_t kk = 0; kk < nk; ++kk)
