@@ -97,10 +97,11 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       else if (value == "ints") o.fill = Fill::small_ints;
       else return usage("--fill=" + val + " is unknown; expected uniform or ints");
     } else if (name == "--check-budget") {
-      // GFLOP of reference work; parsed as an integer to stay locale-free.
-      auto v = parse_int<int>(value, 1, 1000000);
-      if (!v) return usage("--check-budget=" + val + " is not an integer number of GFLOP in [1, 1000000]");
-      o.check_budget_gflop = *v;
+      double v = 0;
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || ptr != value.data() + value.size() || !(v > 0) || v > 1e9)
+        return usage("--check-budget=" + val + " is not a positive number of GFLOP");
+      o.check_budget_gflop = v;
     } else if (name == "--batch" || name == "--gradOutput" || name == "--input" || name == "--weight" ||
                name == "--out-dir") {
       if (value.empty()) return usage(name + "= needs a path");

@@ -17,15 +17,6 @@
 namespace convbwd::cli {
 namespace {
 
-// A copy with every element's sign cleared, so the reference on these
-// operands yields sum |products| (as tests/util/tensor.cpp does).
-HostTensor abs_copy(const HostTensor& t) {
-  HostTensor a = t;
-  const size_t es = size_of(t.dtype);
-  for (size_t i = es - 1; i < a.bytes.size(); i += es) a.bytes[i] &= 0x7f;  // little-endian sign bit
-  return a;
-}
-
 int oracle_threads(const Options& o) {
   if (o.threads) return *o.threads;
   return std::max(convbwd::num_threads(), 1);
@@ -151,8 +142,8 @@ CaseResult run_check(const Problem& given, const std::string& desc, const Option
   }
   const double ref_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_ref).count();
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  std::printf("  execute %s; reference %.2f s on %d threads; total %.2f s\n", format_ms(exec_ms).c_str(), ref_s,
-              oo.threads, total_s);
+  std::printf("  execute %s; reference %.2f s on %d thread%s; total %.2f s\n", format_ms(exec_ms).c_str(), ref_s,
+              oo.threads, oo.threads == 1 ? "" : "s", total_s);
   if (res.subset)
     std::printf("  note: the reference work exceeds --check-budget=%g GFLOP, so a seeded random subset of output "
                 "slices was checked; --check-all checks every element\n",

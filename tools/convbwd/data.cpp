@@ -6,6 +6,7 @@
 #include "host.hpp"
 #include "modes.hpp"
 #include "npy.hpp"
+#include "problem/spec.hpp"
 #include "report.hpp"
 
 namespace convbwd::cli {
@@ -59,7 +60,7 @@ Outcome run_data(const Options& o) {
     return Outcome::error;
   };
   // Validate the descriptor before reading files, so its errors come first.
-  if (auto plan = Plan::create(p); !plan) return fail(desc + ": " + plan.error().message);
+  if (auto spec = detail::validate(p); !spec) return fail(desc + ": " + spec.error().message);
   const bool need_input = p.output_mask[1], need_weight = p.output_mask[0];
   if (need_input && o.input_path.empty()) return fail("gradWeight is requested (mask) so --input=FILE.npy is needed");
   if (need_weight && o.weight_path.empty())

@@ -28,6 +28,13 @@ HostTensor make_host(DataType dtype, const std::vector<int64_t>& dims, unsigned 
   return t;
 }
 
+HostTensor abs_copy(const HostTensor& t) {
+  HostTensor a = t;
+  const size_t es = size_of(t.dtype);
+  for (size_t i = es - 1; i < a.bytes.size(); i += es) a.bytes[i] &= 0x7f;  // little-endian: the sign bit
+  return a;
+}
+
 void fill(HostTensor& t, Fill kind, std::mt19937_64& rng) {
   // The same distributions, in the same order, as tests/util/tensor.cpp fill().
   std::uniform_int_distribution<int> ints(-3, 3);

@@ -29,6 +29,10 @@ struct HostTensor {
 // to write never passes a comparison.
 HostTensor make_host(DataType dtype, const std::vector<int64_t>& dims, unsigned char fill_byte = 0);
 
+// A copy with every element's sign cleared: the reference run on such
+// operands yields sum |products|, the scale of the tolerance.
+HostTensor abs_copy(const HostTensor& t);
+
 enum class Fill {
   uniform,     // uniform in [-1, 1]
   small_ints,  // integers in [-3, 3]: fp32 sums stay exact

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <vector>
 
+#include "problem/spec.hpp"
 #include "report.hpp"
 
 namespace convbwd::cli {
@@ -54,8 +55,10 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o) {
   if (o.verbose) std::printf("canonical descriptor: %s\n", parsed->descriptor().c_str());
   // Validate before allocating anything: a bad or hostile descriptor gets the
   // library's message, not an allocation failure.
-  if (auto plan = Plan::create(parsed.value()); !plan) {
-    print_error(desc + ": " + plan.error().message);
+  // (validate, not Plan::create: choosing implementations here would print
+  // CONVBWD_VERBOSE's report twice.)
+  if (auto spec = detail::validate(parsed.value()); !spec) {
+    print_error(desc + ": " + spec.error().message);
     std::printf("%s\n", repro_line(mode, desc, o).c_str());
     return res;
   }
