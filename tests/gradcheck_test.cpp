@@ -78,9 +78,11 @@ ConvParams random_params(const Features& f, std::mt19937_64& rng) {
     p.groups = 1;
     if (f.kind == 4) p.groups = pick(2, 3);
     if (f.kind == 5) {
-      // Depthwise: one channel per group on the input side.
+      // Depthwise as PyTorch defines it: groups = input channels, with a
+      // channel multiplier of 1 or more; sometimes one output channel per
+      // group instead.
       p.groups = pick(2, 4);
-      if (p.transposed)
+      if (pick(0, 2) == 0)
         kg = 1;
       else
         cg = 1;

@@ -46,9 +46,9 @@ ConvParams random_geometry(int spatial, bool transposed, int empty, std::mt19937
     const int64_t shape = pick(0, 5);
     c.groups = shape == 0 ? pick(2, 3) : 1;
     int64_t cg = pick(1, spatial == 3 ? 2 : 3), kg = pick(1, spatial == 3 ? 2 : 3);
-    if (shape == 1) {  // depthwise: one image-side channel per group
+    if (shape == 1) {  // depthwise: one input channel per group (or one output channel)
       c.groups = pick(2, 4);
-      (transposed ? kg : cg) = 1;
+      (pick(0, 2) == 0 ? kg : cg) = 1;
     }
     if (empty == 1) c.n = 0;
     if (empty == 2) cg = 0;

@@ -463,6 +463,13 @@ TEST(Validation, OutputDtypeMismatch) {
   expect_invalid(p, {"gradBias dtype f32", "does not match f16", "the dtype of gradOutput"});
 }
 
+TEST(Validation, OutputDtypeUnknown) {
+  Problem p = base2d();
+  p.grad_weight.dims = {6, 2, 3, 3};
+  p.grad_weight.dtype = static_cast<DataType>(11);
+  expect_invalid(p, {"gradWeight dtype unknown", "does not match f32"});
+}
+
 // --- 8-bit dtypes ---------------------------------------------------------------
 
 Problem base_8bit() {
