@@ -12,6 +12,7 @@
 #include "aclnnop/aclnn_convolution_backward.h"
 #include "convbwd/convbwd.hpp"
 #include "numeric/float_formats.hpp"
+#include "numeric/fp8.hpp"
 
 namespace {
 
@@ -77,6 +78,10 @@ void store(std::vector<unsigned char>& bytes, DataType t, int64_t index, double 
   if (t == DataType::f32) {
     const float f = static_cast<float>(v);
     std::memcpy(&bytes[at], &f, 4);
+  } else if (t == DataType::hif8) {
+    bytes[at] = convbwd::detail::double_to_hif8(v);
+  } else if (t == DataType::f8e4m3) {
+    bytes[at] = convbwd::detail::double_to_e4m3fn(v);
   } else {
     const uint16_t h = t == DataType::f16 ? convbwd::detail::float_to_f16(static_cast<float>(v))
                                           : convbwd::detail::float_to_bf16(static_cast<float>(v));
@@ -91,6 +96,8 @@ double load(const std::vector<unsigned char>& bytes, DataType t, int64_t index) 
     std::memcpy(&f, &bytes[at], 4);
     return f;
   }
+  if (t == DataType::hif8) return convbwd::detail::hif8_to_float(bytes[at]);
+  if (t == DataType::f8e4m3) return convbwd::detail::e4m3fn_to_float(bytes[at]);
   uint16_t h;
   std::memcpy(&h, &bytes[at], 2);
   return t == DataType::f16 ? convbwd::detail::f16_to_float(h) : convbwd::detail::bf16_to_float(h);
@@ -301,7 +308,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "mb2ic4ih5iw5oc2kh3kw3ph1pw1math1", "mb2ic4ih5iw5oc2kh3kw3ph1pw1math3",
                       "mb2ic4ih5iw5oc2kh3kw3ph1pw1math2", "tr_mb2ic3ih5iw4oc2kh3kw3sh2sw2ph1pw1",
                       "mb2ic3ih6iw6oc4kh3kw3dh2dw2_dtbf16", "mb2ic3ih6iw6oc4kh3kw3sh2sw2_dtf16",
-                      "mb2ic4ih6iw6oc4kh3kw3ph1pw1mask011", "mb2ic4ih6iw6oc4kh3kw3ph1pw1mask100"));
+                      "mb2ic4ih6iw6oc4kh3kw3ph1pw1mask011", "mb2ic4ih6iw6oc4kh3kw3ph1pw1mask100",
+                      "tr_mb2ic4ih5iw5oc3kh3kw3sh2sw2mask100_dthif8", "tr_mb2ic4ih5iw5oc3kh3kw3ph1pw1mask101_dtf8e4m3"));
 
 TEST(CapiConvBackward, AsymmetricFourValuePaddingIn2d) {
   auto p = Problem::parse("mb2ic3ih7iw6oc4kh3kw3");

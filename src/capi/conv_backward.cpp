@@ -209,24 +209,26 @@ aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
 
 aclnnStatus aclnnConvolutionBackward(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                      const aclrtStream stream) {
-  const std::string op = "aclnnConvolutionBackward";
+  // A std::string here would allocate on every call: messages are built only
+  // on failure, so the success path stays allocation-free.
+  const std::string_view op = "aclnnConvolutionBackward";
   if (executor == nullptr) {
-    return fail(ACLNN_ERR_PARAM_NULLPTR, op + ": executor is null");
+    return fail(ACLNN_ERR_PARAM_NULLPTR, std::string(op) + ": executor is null");
   }
   // Claimed before anything else so that two threads cannot both run it.
   if (!convbwd::capi::claim_executor(executor)) {
     return fail(ACLNN_ERR_PARAM_INVALID,
-                op + ": executor is not a live executor (each executor runs once; it is released after its run)");
+                std::string(op) + ": executor is not a live executor (each executor runs once; it is released after its run)");
   }
   const size_t need = executor->plan.workspace_size();
   aclnnStatus status = ACLNN_SUCCESS;
   if (workspaceSize < need) {
-    status = fail(ACLNN_ERR_PARAM_INVALID, op + ": workspaceSize is " + std::to_string(workspaceSize) +
+    status = fail(ACLNN_ERR_PARAM_INVALID, std::string(op) + ": workspaceSize is " + std::to_string(workspaceSize) +
                                                " bytes; expected at least " + std::to_string(need) +
                                                " (from aclnnConvolutionBackwardGetWorkspaceSize)");
   } else if (need > 0 && workspace == nullptr) {
     status = fail(ACLNN_ERR_PARAM_NULLPTR,
-                  op + ": workspace is null; expected " + std::to_string(need) + " bytes");
+                  std::string(op) + ": workspace is null; expected " + std::to_string(need) + " bytes");
   }
   convbwd::capi::Stream* s = nullptr;
   if (status == ACLNN_SUCCESS) {
