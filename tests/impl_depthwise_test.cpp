@@ -31,6 +31,8 @@ const char* const kGeometries[] = {
     "mb2g3ic3ih12iw17oc3kh3kw3dh2dw2ph2pw1phr0pwr3",
     "mb3g5ic5iw17oc5kw5sw3pw2dw2",
     "mb2g3ic3id5ih6iw7oc3kd3kh3kw3pd1ph1pw1",
+    "mb2g2ic4id1ih4iw4oc2kd1kh2kw2sd3sh2sw2pd1pdr0ph1phr1pw0dw2",
+    "mb2g2ic4id3ih5iw9oc8kd1kh3kw3sd3ph1pw1",
     "mb2g2ic4id6ih5iw9oc4kd2kh3kw2sd2sh1sw2pd1pw1",
     "mb2g4ic16ih7iw9oc16kh3kw3ph1pw1",
     "mb2g2ic6ih6iw6oc10kh3kw2sh2pw1",

@@ -414,7 +414,7 @@ struct DwKernel {
     for (int t = 0; t < NT; ++t) toff[t] = (t / p.kw * p.dh - p.ph) * row + p.xoff[t % p.kw];
     const int64_t full = p.yw / W * W;
     const int64_t tail = p.yw - full;
-    const float* xc = xbuf + c * p.xh * row;
+    const float* xc = xbuf + c * p.xd * p.xh * row;  // depth row id = 0 (see all_taps)
     for (int64_t oh = oh0; oh < oh1; ++oh) {
       const float* xr = xc + oh * p.sh * row;
       const float* yr = ybuf + (kk * p.yh + oh) * p.yw_pad;
@@ -448,7 +448,7 @@ struct DwKernel {
     int64_t xoff[NR];
     for (int j = 0; j < NR; ++j) xoff[j] = p.xoff[j];
     for (int64_t oh = oh0; oh < oh1; ++oh) {
-      const float* xr = xbuf + (c * p.xh + oh * p.sh - p.ph + rh * p.dh) * row;
+      const float* xr = xbuf + (c * p.xd * p.xh + oh * p.sh - p.ph + rh * p.dh) * row;
       const float* yr = ybuf + (kk0 * p.yh + oh) * p.yw_pad;
       const int64_t yplane = p.yh * p.yw_pad;
       for (int64_t o = 0; o < full; o += W) {
@@ -496,7 +496,8 @@ struct DwKernel {
     float* acc = s + p.off_acc;
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(acc, 0, static_cast<size_t>(nk * p.c * ks * W) * sizeof(float));
-    const bool all_taps = p.kd == 1 && p.yd == 1 && ks <= kMaxAllTaps && p.inner_lo < p.inner_hi;
+    // The fast interior paths know one depth tap reading x depth row 0.
+    const bool all_taps = p.kd == 1 && p.yd == 1 && p.pd == 0 && ks <= kMaxAllTaps && p.inner_lo < p.inner_hi;
     for (int64_t n = 0; n < p.n; ++n) {
       pack_x(p, b, p.b, n, g * p.c, p.c, xbuf, tmp);
       pack_y(p, a, p.a, n, g * p.k + k0, nk, 0, p.yw_pad, ybuf, tmp);
