@@ -652,6 +652,27 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, Fp8Capi,
 
 static_assert(ACL_HIFLOAT8 == 34 && ACL_FLOAT8_E4M3FN == 36, "CANN's dtype values");
 
+
+// Issue 6: products accumulate in fp32 before the one rounding into 8 bits.
+// 16*16 + 4*4 + 2^-9*2^-9 = 272 + 2^-18 exactly. In fp32 the 2^-18 is lost
+// (27 bits apart), leaving 272, the midpoint of E4M3FN neighbours 256 and
+// 288, which ties to even: 256. An fp64 sum would round up to 288.
+TEST(Fp8Accumulation, ProductsAccumulateInFp32) {
+  auto p = Problem::parse("mb1ic1iw1oc3kw1_tr_dtf8e4m3_mask100");
+  ASSERT_TRUE(p) << p.error().message;
+  auto plan = Plan::create(p.value());
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->implementation(Gradient::input), "f8_fwd_direct");
+  const uint8_t go[3] = {detail::double_to_e4m3fn(16), detail::double_to_e4m3fn(4), detail::double_to_e4m3fn(0x1p-9)};
+  const uint8_t w[3] = {go[0], go[1], go[2]};
+  const uint8_t x[1] = {0};
+  uint8_t gi[1] = {0xAA};
+  std::vector<std::byte> ws(plan->workspace_size());
+  Buffers b{go, x, w, gi, nullptr, nullptr};
+  ASSERT_FALSE(plan->execute(b, ws.data(), ws.size()));
+  EXPECT_EQ(detail::e4m3fn_to_float(gi[0]), 256.0f);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace convbwd

@@ -7,7 +7,7 @@ namespace convbwd::detail {
 
 std::span<const Implementation> implementations(Op op) {
   // Fastest first; each entry declines what it cannot do, with a reason.
-  static const std::array kFwd = {kZerosImpl, kDepthwiseDirectImpl, kGemmFwdImpl, kReferenceImpl};
+  static const std::array kFwd = {kZerosImpl, kFp8FwdDirectImpl, kDepthwiseDirectImpl, kGemmFwdImpl, kReferenceImpl};
   static const std::array kBwdData = {kZerosImpl, kDepthwiseDirectImpl, kGemmBwdDataImpl, kReferenceImpl};
   static const std::array kBwdWeights = {kZerosImpl, kDepthwiseDirectImpl, kGemmBwdWeightsImpl, kReferenceImpl};
   static const std::array kBias = {kZerosImpl, kBiasReduceImpl, kReferenceImpl};
