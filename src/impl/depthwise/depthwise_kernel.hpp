@@ -26,12 +26,16 @@ namespace convbwd::detail {
 namespace {
 
 // Output index o of (t = i + pad - r*dilation) when t is a multiple of the
-// stride and o < limit; the stride-1 case avoids a division.
+// stride and o < limit; strides 1 and 2 avoid a division.
 inline bool dw_tap_hits(int64_t t, int64_t stride, int64_t limit, int64_t* o) {
   if (t < 0) return false;
   if (stride == 1) {
     *o = t;
     return t < limit;
+  }
+  if (stride == 2) {  // the other common stride: no division either
+    *o = t >> 1;
+    return (t & 1) == 0 && *o < limit;
   }
   if (t % stride != 0) return false;
   *o = t / stride;
