@@ -124,8 +124,8 @@ struct Outcome {
   double worst = 0;  // worst |got - want| / tolerance
 };
 
-// Checks the three gradients of one problem; returns false on the first bad
-// element (with a message naming the problem).
+// Checks the three gradients of one problem, stopping (fatal failure) at the
+// first bad element with a message naming the problem.
 void check_problem(const ConvParams& cp, DataType dt, Fill fill, uint64_t seed, Outcome& out) {
   Problem prob = cp.to_problem();
   prob.grad_output.dtype = prob.input.dtype = prob.weight.dtype = dt;
