@@ -28,6 +28,8 @@ const char* const kShapes[] = {
     "mb4ic2iw40000oc1kw1",            // one channel, chunked along N
     "mb2ic4ih8iw8oc70kh1kw1",         // channels_last: more than one channel block
     "mb2ic3ih5iw6oc13kh3kw3_tr",      // transposed: gradOutput is the image side
+    "mb2ic2ih3iw21oc11kh1kw1",        // channels_last with a partial channel block, width tail
+    "mb1ic2ih300iw300oc3kh1kw1",      // N = 1: one chunk however long
 };
 
 Problem parse(const std::string& d) {
@@ -129,6 +131,28 @@ TEST(BiasReduce, BitsIndependentOfThreadsAndIsa) {
           EXPECT_TRUE(x->run(Isa::avx2, 1, pool) == one) << s;
           EXPECT_TRUE(x->run(Isa::avx2, 2, pool) == one) << s;
         }
+      }
+    }
+}
+
+// The summation order is logical, not physical: the same values in any
+// memory layout give the same bits (rows, channels-last and generic paths).
+TEST(BiasReduce, BitsIndependentOfLayout) {
+  detail::ThreadPool pool(2);
+  const Layout kLayouts[] = {Layout::contiguous, Layout::channels_last, Layout::padded, Layout::reversed};
+  for (const char* s : kShapes)
+    for (const char* dt : {"", "_dtbf16", "_dtf16"}) {
+      std::vector<double> first;
+      for (Layout l : kLayouts) {
+        Direct d(std::string(s) + dt, l, Fill::uniform);  // same logical values in every layout
+        HostTensor out = d.out;
+        out.storage = d.run(detail::active_isa(), 2, pool);
+        std::vector<double> v;
+        for (int64_t i = 0; i < out.elements(); ++i) v.push_back(out.at(i));
+        if (first.empty())
+          first = v;
+        else
+          EXPECT_TRUE(v == first) << s << dt << " " << to_string(l) << " differs from contiguous";
       }
     }
 }

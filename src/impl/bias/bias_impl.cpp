@@ -20,7 +20,7 @@ class BiasKernelOp final : public OpKernel {
  public:
   BiasKernelOp(const BiasPlan& p, TaskFn fn, int threads) : p_(p), fn_(fn), threads_(threads) {}
   size_t workspace_bytes() const override {
-    return p_.chunks > 1 ? static_cast<size_t>(p_.tasks) * sizeof(float) : 0;
+    return p_.chunks > 1 ? static_cast<size_t>(p_.channels * p_.chunks) * sizeof(float) : 0;
   }
   void run(const OpArgs& args, ThreadPool& pool) const override {
     auto* partials = reinterpret_cast<float*>(args.workspace);
@@ -62,43 +62,37 @@ std::unique_ptr<OpKernel> plan_bias(const OpSpec& op, const PlanContext& ctx, st
   p.out_dtype = op.dst.dtype;
   p.out_off = op.dst.offset;
   p.out_stride = op.dst.strides[0];
-  // Summed dims outermost first, extent-1 dims dropped, then merged where
-  // the outer one steps exactly over the inner one.
-  int nd = 0;
-  for (int d = 0; d < a.rank; ++d) {
-    if (d == 1 || a.dims[d] == 1) continue;
-    if (nd > 0 && p.str[nd - 1] == a.dims[d] * a.strides[d]) {
-      p.ext[nd - 1] *= a.dims[d];
-      p.str[nd - 1] = a.strides[d];
-      continue;
-    }
-    p.ext[nd] = a.dims[d];
-    p.str[nd] = a.strides[d];
-    ++nd;
+  // N, then the spatial dims but the last (extent 1 dropped); the last
+  // spatial dim is the width. Nothing is merged: the order is logical.
+  p.ext[0] = a.dims[0];
+  p.str[0] = a.strides[0];
+  p.no = 1;
+  for (int d = 2; d + 1 < a.rank; ++d) {
+    if (a.dims[d] == 1) continue;
+    p.ext[p.no] = a.dims[d];
+    p.str[p.no] = a.strides[d];
+    ++p.no;
   }
-  if (nd == 0) {  // one element per channel
-    p.ext[0] = 1;
-    p.str[0] = 0;
-    nd = 1;
-  }
-  p.nd = nd;
-  const int64_t per_channel = reduction_length(op);
-  if (p.str[nd - 1] == 1 && p.ext[nd - 1] >= 8)
+  p.width = a.dims[a.rank - 1];
+  p.wstride = a.strides[a.rank - 1];
+  if (p.wstride == 1 || p.width == 1)
     p.mode = BiasPlan::Mode::rows;
   else if (p.cstride == 1 && p.channels >= 8)
     p.mode = BiasPlan::Mode::channels_last;
   else
     p.mode = BiasPlan::Mode::generic;
+  if (p.mode == BiasPlan::Mode::rows && p.width == 1) p.mode = BiasPlan::Mode::generic;
 
-  if (p.mode == BiasPlan::Mode::channels_last) {
-    p.cblock = 64;
-    p.tasks = (p.channels + p.cblock - 1) / p.cblock;
-  } else {
-    // Few channels with long sums: split ext[0] into fixed chunks of at least
-    // 64K elements, at most 64 of them. This depends on the shape alone.
-    if (p.channels < 16) p.chunks = std::clamp<int64_t>(per_channel / 65536, 1, std::min<int64_t>(64, p.ext[0]));
-    p.tasks = p.channels * p.chunks;
-  }
+  // Few channels with long sums: split N into fixed chunks of at least 64K
+  // elements (at most 64). This depends on the shape alone, never on the
+  // layout or the threads.
+  const int64_t per_channel = reduction_length(op);
+  if (p.channels < 16) p.chunks = std::clamp<int64_t>(per_channel / 65536, 1, std::min<int64_t>(64, p.ext[0]));
+  // Channels per task: 8 contiguous ones per vector (channels_last), 4 side
+  // by side (rows), 1 (generic).
+  p.cblock = p.mode == BiasPlan::Mode::channels_last ? 8 : p.mode == BiasPlan::Mode::rows ? 4 : 1;
+  const int64_t units = (p.channels + p.cblock - 1) / p.cblock;
+  p.tasks = units * p.chunks;
   const TaskFn fn = ctx.isa >= Isa::avx2 ? &bias_task_avx2 : &bias_task_scalar;
   return std::make_unique<BiasKernelOp>(p, fn, std::max(1, ctx.threads));
 }

@@ -2,14 +2,16 @@
 // and instantiated per ISA by src/kernels/<isa>/bias_<isa>.cpp. Include only
 // from those files, after the header defining V.
 //
-// Every channel's sum is taken in an order fixed by the problem alone (lanes,
-// then chunks in order), in fp32, and rounded once into the output dtype.
-// V only adds (no fused products), so the scalar and AVX2 builds give the
-// same bits.
+// Every path sums in the one order BiasPlan describes (lane = width % 8), in
+// fp32, and rounds once into the output dtype, so the bits depend neither on
+// the memory layout nor on the thread count nor on the ISA (V only adds).
+// Lanes that get no element stay +0, and adding +0 to a sum that started at
+// +0 changes nothing, so padding a row's tail with zeros is exact.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "impl/bias/bias_plan.hpp"
 #include "numeric/float_formats.hpp"
@@ -22,93 +24,102 @@ struct BiasKernel {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
 
-  // Calls f(offset) for every index of dims [0, m) in row-major order, dim 0
-  // restricted to [lo, hi).
+  static float lanes_sum(const float* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+
+  // Calls f(offset) for the start of every width row of chunk `chunk`, in
+  // logical order (n, then the other outer dims).
   template <class F>
-  static void for_each(const BiasPlan& p, int m, int64_t lo, int64_t hi, int64_t base, F&& f) {
-    if (m == 0) {
-      f(base);
-      return;
-    }
-    std::array<int64_t, 4> i{};
-    i[0] = lo;
-    if (lo >= hi) return;
-    int64_t at = base + lo * p.str[0];
-    for (;;) {
-      f(at);
-      int d = m - 1;
-      for (; d >= 0; --d) {
-        const int64_t end = d == 0 ? hi : p.ext[d];
-        if (++i[d] < end) {
-          at += p.str[d];
-          break;
-        }
-        const int64_t start = d == 0 ? lo : 0;
-        at -= (i[d] - 1 - start) * p.str[d];
-        i[d] = start;
-      }
-      if (d < 0) return;
-    }
-  }
-
-  // Sum of channel ch over chunk `chunk` of ext[0].
-  static float channel_sum(const BiasPlan& p, const void* a, int64_t ch, int64_t chunk) {
+  static void for_rows(const BiasPlan& p, int64_t chunk, int64_t base, F&& f) {
     const int64_t lo = p.ext[0] * chunk / p.chunks, hi = p.ext[0] * (chunk + 1) / p.chunks;
-    const int64_t base = p.off + ch * p.cstride;
-    if (p.mode == BiasPlan::Mode::generic) {
-      float acc = 0;
-      for_each(p, p.nd, lo, hi, base, [&](int64_t at) { acc += load_as_float(a, at, p.dtype); });
-      return acc;
+    for (int64_t n = lo; n < hi; ++n) {
+      const int64_t bn = base + n * p.str[0];
+      if (p.no == 1) {
+        f(bn);
+      } else if (p.no == 2) {
+        for (int64_t i = 0; i < p.ext[1]; ++i) f(bn + i * p.str[1]);
+      } else {
+        for (int64_t i = 0; i < p.ext[1]; ++i)
+          for (int64_t j = 0; j < p.ext[2]; ++j) f(bn + i * p.str[1] + j * p.str[2]);
+      }
     }
-    // Rows: vector v of a row goes to accumulator v % 4 (four independent
-    // dependency chains hide the add latency); the row tail is summed apart.
-    R acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
-    float tail = 0;
-    const bool single = p.nd == 1;  // the row itself is chunked
-    const int64_t len = single ? hi - lo : p.ext[p.nd - 1];
-    const int64_t full = len / W * W;
-    auto row = [&](int64_t at) {
-      int64_t i = 0;
-      for (; i + 4 * W <= full; i += 4 * W)
-        for (int u = 0; u < 4; ++u) acc[u] = V::add(acc[u], V::from(a, p.dtype, at + i + u * W));
-      for (int u = 0; i < full; i += W, ++u) acc[u] = V::add(acc[u], V::from(a, p.dtype, at + i));
-      for (; i < len; ++i) tail += load_as_float(a, at + i, p.dtype);
-    };
-    if (single)
-      row(base + lo);
-    else
-      for_each(p, p.nd - 1, lo, hi, base, row);
-    return V::hsum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3]))) + tail;
   }
 
-  // Channels [c0, c0 + nc) when channels are contiguous: position by
-  // position, 8 channels per vector; each channel is a plain running sum.
-  static void block_sums(const BiasPlan& p, const void* a, int64_t c0, int64_t nc, float* out) {
-    R acc[8];
-    float rest[8] = {};
-    const int64_t nv = nc / W;
-    for (int64_t v = 0; v < nv; ++v) acc[v] = V::zero();
-    for_each(p, p.nd, 0, p.ext[0], p.off + c0, [&](int64_t at) {
-      for (int64_t v = 0; v < nv; ++v) acc[v] = V::add(acc[v], V::from(a, p.dtype, at + v * W));
-      for (int64_t c = nv * W; c < nc; ++c) rest[c - nv * W] += load_as_float(a, at + c, p.dtype);
+  // One channel, element by element.
+  static float channel_generic(const BiasPlan& p, const void* a, int64_t ch, int64_t chunk) {
+    float lane[8] = {};
+    for_rows(p, chunk, p.off + ch * p.cstride, [&](int64_t at) {
+      for (int64_t w = 0; w < p.width; ++w) lane[w % 8] += load_as_float(a, at + w * p.wstride, p.dtype);
     });
-    for (int64_t v = 0; v < nv; ++v) V::store(out + v * W, acc[v]);
-    for (int64_t c = nv * W; c < nc; ++c) out[c] = rest[c - nv * W];
+    return lanes_sum(lane);
+  }
+
+  // NC channels [c0, c0 + NC) whose width rows are contiguous, side by side:
+  // NC independent dependency chains instead of one.
+  template <int NC>
+  static void channels_rows(const BiasPlan& p, const void* a, int64_t c0, int64_t chunk, float* out) {
+    R acc[NC];
+    for (R& r : acc) r = V::zero();
+    const int64_t full = p.width / W * W, tail = p.width - full;
+    for_rows(p, chunk, p.off + c0 * p.cstride, [&](int64_t at) {
+      for (int64_t w = 0; w < full; w += W)
+        for (int c = 0; c < NC; ++c) acc[c] = V::add(acc[c], V::from(a, p.dtype, at + c * p.cstride + w));
+      if (tail)
+        for (int c = 0; c < NC; ++c) acc[c] = V::add(acc[c], V::from_partial(a, p.dtype, at + c * p.cstride + full, tail));
+    });
+    for (int c = 0; c < NC; ++c) {
+      alignas(32) float l[8];
+      V::store(l, acc[c]);
+      out[c] = lanes_sum(l);
+    }
+  }
+
+  // Eight contiguous channels [c0, c0 + 8): acc[l] holds lane l of each.
+  static void block_channels_last(const BiasPlan& p, const void* a, int64_t c0, int64_t chunk, float* out) {
+    R acc[8];
+    for (R& r : acc) r = V::zero();
+    for_rows(p, chunk, p.off + c0, [&](int64_t at) {
+      for (int64_t w = 0; w < p.width; ++w) acc[w % 8] = V::add(acc[w % 8], V::from(a, p.dtype, at + w * p.wstride));
+    });
+    alignas(32) float l[8][8];
+    for (int i = 0; i < 8; ++i) V::store(l[i], acc[i]);
+    for (int c = 0; c < 8; ++c) {
+      const float lane[8] = {l[0][c], l[1][c], l[2][c], l[3][c], l[4][c], l[5][c], l[6][c], l[7][c]};
+      out[c] = lanes_sum(lane);
+    }
   }
 
   static void task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t t) {
+    const int64_t unit = t / p.chunks, chunk = t % p.chunks;
+    auto put = [&](int64_t ch, float s) {
+      if (p.chunks > 1)
+        partials[ch * p.chunks + chunk] = s;
+      else
+        store_from_float(dst, p.out_off + ch * p.out_stride, p.out_dtype, s);
+    };
     if (p.mode == BiasPlan::Mode::channels_last) {
-      float sums[64];
-      const int64_t c0 = t * p.cblock, nc = std::min(p.cblock, p.channels - c0);
-      block_sums(p, a, c0, nc, sums);
-      for (int64_t c = 0; c < nc; ++c) store_from_float(dst, p.out_off + (c0 + c) * p.out_stride, p.out_dtype, sums[c]);
+      const int64_t c0 = unit * p.cblock;
+      if (c0 + p.cblock <= p.channels) {
+        float sums[8];
+        block_channels_last(p, a, c0, chunk, sums);
+        for (int64_t c = 0; c < p.cblock; ++c) put(c0 + c, sums[c]);
+      } else {
+        for (int64_t c = c0; c < p.channels; ++c) put(c, channel_generic(p, a, c, chunk));
+      }
       return;
     }
-    const float s = channel_sum(p, a, t / p.chunks, t % p.chunks);
-    if (p.chunks > 1)
-      partials[t] = s;
-    else
-      store_from_float(dst, p.out_off + t * p.out_stride, p.out_dtype, s);
+    if (p.mode == BiasPlan::Mode::generic) {
+      put(unit, channel_generic(p, a, unit, chunk));
+      return;
+    }
+    const int64_t c0 = unit * p.cblock, nc = std::min(p.cblock, p.channels - c0);
+    float sums[4];
+    switch (nc) {
+      case 1: channels_rows<1>(p, a, c0, chunk, sums); break;
+      case 2: channels_rows<2>(p, a, c0, chunk, sums); break;
+      case 3: channels_rows<3>(p, a, c0, chunk, sums); break;
+      default: channels_rows<4>(p, a, c0, chunk, sums); break;
+    }
+    for (int64_t c = 0; c < nc; ++c) put(c0 + c, sums[c]);
   }
 };
 

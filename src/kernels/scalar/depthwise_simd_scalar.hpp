@@ -64,6 +64,11 @@ struct VecScalar {
     dw_load_row_generic(base, dt, i, 1, 8, OperandRounding::none, r.v);
     return r;
   }
+  static R from_partial(const void* base, DataType dt, int64_t i, int64_t n) {
+    R r{};
+    dw_load_row_generic(base, dt, i, 1, n, OperandRounding::none, r.v);
+    return r;
+  }
   static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
     if (dt == DataType::f32 && rnd == OperandRounding::none) {
       std::memcpy(out, static_cast<const float*>(base) + off, static_cast<size_t>(n) * sizeof(float));
