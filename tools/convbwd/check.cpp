@@ -131,7 +131,7 @@ CaseResult run_check(const Problem& given, const std::string& desc, const Option
                           : ref.subset()      ? format_count(static_cast<double>(c.checked)) + " of " +
                                                format_count(static_cast<double>(out.elements())) + " (subset)"
                                               : "all " + format_count(static_cast<double>(c.checked));
-    std::printf("  %-10s %-4s %-16s %-22s checked %-20s worst %-9.3g %s\n", name,
+    std::printf("  %-10s %-6s %-16s %-22s checked %-20s worst %-9.3g %s\n", name,
                 std::string(to_string(out.dtype)).c_str(), format_dims(out.dims).c_str(), impl.c_str(),
                 checked.c_str(), c.worst_scaled_error, c.pass() ? "ok" : "FAIL");
     if (!c.pass()) {

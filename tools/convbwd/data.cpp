@@ -112,7 +112,7 @@ Outcome run_data(const Options& o) {
     a.data = std::move(outs[i].bytes);
     const std::string path = (std::filesystem::path(o.out_dir) / (std::string(gradient_name(g)) + ".npy")).string();
     if (Error we = npy::write_file(path, a)) return fail(we.message);
-    std::printf("  %-10s %-4s %-18s %-12s -> %s\n", gradient_name(g), std::string(to_string(outs[i].dtype)).c_str(),
+    std::printf("  %-10s %-6s %-16s %-12s -> %s\n", gradient_name(g), std::string(to_string(outs[i].dtype)).c_str(),
                 format_dims(a.shape).c_str(), std::string(plan->implementation(g)).c_str(), path.c_str());
   }
   std::printf("%s\n", repro_line(Mode::data, desc, o).c_str());

@@ -22,7 +22,8 @@ Workspace make_workspace(size_t bytes) {
   return w;
 }
 
-double check_bytes(const Problem& p) {
+double needed_bytes(const Problem& p, Mode mode) {
+  const bool check = mode != Mode::perf;
   auto bytes = [](const TensorDesc& d) {
     double n = static_cast<double>(size_of(d.dtype));
     for (int64_t x : d.dims) n *= static_cast<double>(x);
@@ -30,13 +31,14 @@ double check_bytes(const Problem& p) {
   };
   // Inputs twice (values and absolute values), each output three times (the
   // plan's, the reference's, and sum|products| in fp32, at most 4 bytes).
-  double total = 2 * (bytes(p.grad_output) + bytes(p.input) + bytes(p.weight));
+  double total = (check ? 2 : 1) * (bytes(p.grad_output) + bytes(p.input) + bytes(p.weight));
   for (int i = 0; i < 3; ++i) {
     if (!p.output_mask[i]) continue;
     const auto g = static_cast<Gradient>(i);
     double n = 1;
     for (int64_t x : p.gradient_dims(g)) n *= static_cast<double>(x);
-    total += n * (2 * static_cast<double>(size_of(p.gradient_dtype(g))) + 4);
+    const double es = static_cast<double>(size_of(p.gradient_dtype(g)));
+    total += n * (check ? 2 * es + 4 : es);
   }
   return total;
 }
@@ -62,7 +64,7 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o) {
     std::printf("%s\n", repro_line(mode, desc, o).c_str());
     return res;
   }
-  const double need = check_bytes(parsed.value());
+  const double need = needed_bytes(parsed.value(), mode);
   if (need > kMemoryLimitBytes) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s: needs %.1f GiB for its tensors, more than this tool's limit of %.0f GiB",

@@ -28,10 +28,10 @@ Outcome run_data(const Options& options);
 // Everything the parsed command line asks for; returns the exit status.
 int run(const Options& options);
 
-// Memory a problem's tensors need in check mode (inputs, their absolute
-// copies, outputs and the reference's), so huge descriptors get a clear
-// error instead of an allocation failure.
-double check_bytes(const Problem& problem);
+// Memory a problem's tensors need in a mode (check: inputs, their absolute
+// copies, outputs and the reference's; perf: inputs and outputs), so huge
+// descriptors get a clear error instead of an allocation failure.
+double needed_bytes(const Problem& problem, Mode mode);
 constexpr double kMemoryLimitBytes = 16.0 * (1ull << 30);
 
 // 64-byte aligned scratch for Plan::execute.
