@@ -3,7 +3,9 @@
 // agreement with the C++ API bit for bit.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -635,6 +637,25 @@ TEST(CapiConvBackward, AnExecutorRunsOnce) {
             ACLNN_ERR_PARAM_INVALID);
   EXPECT_NE(recent().find("executor"), std::string::npos) << recent();
   EXPECT_EQ(aclDestroyAclOpExecutor(c.executor), ACLNN_ERR_PARAM_INVALID);
+}
+
+TEST(CapiConvBackward, TwoThreadsRacingOneExecutorRunItOnce) {
+  for (int round = 0; round < 20; ++round) {
+    Case c("mb2ic3ih5iw5oc4kh3kw3");
+    ASSERT_EQ(c.plan(), ACLNN_SUCCESS);
+    void* ws = c.allocate_workspace();
+    std::atomic<int> ok{0}, refused{0};
+    auto go = [&] {
+      const aclnnStatus s = aclnnConvolutionBackward(ws, c.workspace_size, c.executor, nullptr);
+      (s == ACLNN_SUCCESS ? ok : refused)++;
+    };
+    std::thread a(go), b(go);
+    a.join();
+    b.join();
+    EXPECT_EQ(ok.load(), 1);
+    EXPECT_EQ(refused.load(), 1);
+    EXPECT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+  }
 }
 
 TEST(CapiConvBackward, AnUnrunExecutorCanBeDestroyed) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,11 +66,14 @@ Stream* resolve_stream(aclrtStream handle, std::string_view caller);
 
 // Executors not yet handed to a stream. Tracked so that a second use of an
 // executor, or a stray pointer, is an error instead of a use-after-free.
+// register_executor may throw std::bad_alloc.
 void register_executor(aclOpExecutor*);
-// True, and forgets it, when the executor is live.
+// The workspace a live executor needs, read under the registry lock (another
+// thread may be running and releasing it); nullopt when it is not live.
+std::optional<size_t> live_executor_workspace(aclOpExecutor*);
+// True, and forgets it, when the executor is live: of two threads racing to
+// run one executor, exactly one wins.
 bool claim_executor(aclOpExecutor*);
-// Puts a claimed executor back (its second phase failed before enqueueing).
-void unclaim_executor(aclOpExecutor*);
 
 // Names of enum values for messages: "ACL_FORMAT_NHWC (1)", "unknown (99)".
 std::string format_name(int32_t format);

@@ -4,6 +4,7 @@
 // checks what the core cannot see: null handles, enum values that have no
 // core equivalent, and formats.
 #include <limits>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -187,10 +188,9 @@ aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
   if (!plan) {
     return fail(static_cast<aclnnStatus>(plan.error().status), op + ": " + plan.error().message);
   }
-  auto* e = new (std::nothrow) aclOpExecutor(std::move(plan).value());
-  if (e == nullptr) {
-    return fail(ACLNN_ERR_INNER_NULLPTR, op + ": out of memory");
-  }
+  // Owned here until registered, so that a failure to register leaks nothing.
+  auto owned = std::make_unique<aclOpExecutor>(std::move(plan).value());
+  aclOpExecutor* e = owned.get();
   e->buffers.grad_output = gradOutput->data;
   e->buffers.input = input->data;
   e->buffers.weight = weight->data;
@@ -198,6 +198,7 @@ aclnnStatus aclnnConvolutionBackwardGetWorkspaceSize(
   e->buffers.grad_weight = mask[1] ? gradWeight->data : nullptr;
   e->buffers.grad_bias = mask[2] ? gradBias->data : nullptr;
   capi::register_executor(e);
+  owned.release();
   *workspaceSize = e->plan.workspace_size();
   *executor = e;
   return ACLNN_SUCCESS;
@@ -215,31 +216,31 @@ aclnnStatus aclnnConvolutionBackward(void* workspace, uint64_t workspaceSize, ac
   if (executor == nullptr) {
     return fail(ACLNN_ERR_PARAM_NULLPTR, std::string(op) + ": executor is null");
   }
-  // Claimed before anything else so that two threads cannot both run it.
-  if (!convbwd::capi::claim_executor(executor)) {
+  // Nothing below touches the executor until it is claimed: another thread may
+  // be running (and then releasing) the same one.
+  const std::optional<size_t> live = convbwd::capi::live_executor_workspace(executor);
+  if (!live) {
     return fail(ACLNN_ERR_PARAM_INVALID,
                 std::string(op) + ": executor is not a live executor (each executor runs once; it is released after its run)");
   }
-  const size_t need = executor->plan.workspace_size();
-  aclnnStatus status = ACLNN_SUCCESS;
+  // Every refusal happens before the executor is claimed, so it stays the
+  // caller's: to retry, or to release with aclDestroyAclOpExecutor.
+  const size_t need = *live;
   if (workspaceSize < need) {
-    status = fail(ACLNN_ERR_PARAM_INVALID, std::string(op) + ": workspaceSize is " + std::to_string(workspaceSize) +
-                                               " bytes; expected at least " + std::to_string(need) +
-                                               " (from aclnnConvolutionBackwardGetWorkspaceSize)");
-  } else if (need > 0 && workspace == nullptr) {
-    status = fail(ACLNN_ERR_PARAM_NULLPTR,
-                  std::string(op) + ": workspace is null; expected " + std::to_string(need) + " bytes");
+    return fail(ACLNN_ERR_PARAM_INVALID, std::string(op) + ": workspaceSize is " + std::to_string(workspaceSize) +
+                                             " bytes; expected at least " + std::to_string(need) +
+                                             " (from aclnnConvolutionBackwardGetWorkspaceSize)");
   }
-  convbwd::capi::Stream* s = nullptr;
-  if (status == ACLNN_SUCCESS) {
-    s = convbwd::capi::resolve_stream(stream, op);
-    if (s == nullptr) {
-      status = ACLNN_ERR_PARAM_INVALID;  // message set by resolve_stream
-    }
+  if (need > 0 && workspace == nullptr) {
+    return fail(ACLNN_ERR_PARAM_NULLPTR, std::string(op) + ": workspace is null; expected " + std::to_string(need) +
+                                             " bytes");
   }
-  if (status != ACLNN_SUCCESS) {
-    convbwd::capi::unclaim_executor(executor);  // still the caller's
-    return status;
+  convbwd::capi::Stream* s = convbwd::capi::resolve_stream(stream, op);
+  if (s == nullptr) {
+    return ACLNN_ERR_PARAM_INVALID;  // message set by resolve_stream
+  }
+  if (!convbwd::capi::claim_executor(executor)) {
+    return fail(ACLNN_ERR_PARAM_INVALID, std::string(op) + ": executor was run or destroyed by another thread");
   }
   executor->workspace = workspace;
   executor->workspace_bytes = static_cast<size_t>(workspaceSize);

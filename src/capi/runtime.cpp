@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -222,7 +223,12 @@ Stream* resolve_stream(aclrtStream handle, std::string_view caller) {
   std::lock_guard<std::mutex> lock(r.mutex);
   if (handle == nullptr) {
     if (r.default_stream == nullptr) {
-      r.default_stream = new Stream;
+      try {
+        r.default_stream = new Stream;
+      } catch (const std::exception& e) {  // bad_alloc, or std::thread's system_error
+        set_recent_error(std::string(caller) + ": cannot start the default stream: " + e.what());
+        return nullptr;
+      }
     }
     return r.default_stream;
   }
@@ -240,16 +246,19 @@ void register_executor(aclOpExecutor* e) {
   r.executors.insert(e);
 }
 
+std::optional<size_t> live_executor_workspace(aclOpExecutor* e) {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.executors.count(e) == 0) {
+    return std::nullopt;
+  }
+  return e->plan.workspace_size();
+}
+
 bool claim_executor(aclOpExecutor* e) {
   Runtime& r = runtime();
   std::lock_guard<std::mutex> lock(r.mutex);
   return r.executors.erase(e) != 0;
-}
-
-void unclaim_executor(aclOpExecutor* e) {
-  Runtime& r = runtime();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.executors.insert(e);
 }
 
 }  // namespace convbwd::capi
