@@ -176,6 +176,12 @@ TEST(ImplGemm, OneD) {
 TEST(ImplGemm, ThreeD) {
   check_both("mb1ic8id6oc10kd3pd1");
   check_both("mb1ic6id7oc5kd2sd2_tr");
+  // Odd corners: a 1x1x1 image entirely in the padding, asymmetric padding
+  // with dilation, output padding with mixed dtypes.
+  check_both("mb1ic2id1ih1iw1oc2kd1sd3sh2sw3pd1ph0pw0");
+  check_both("mb2g2ic4id1ih4iw4oc2kd1kh2kw2sd3sh2sw2pd1ph1pw0pdr0phr1pwr0dd1dh1dw2_math1");
+  check_both("mb2g2ic4id1ih2iw4oc4kd1kh2kw2sd2sh3sw1pdr0phr2pwr0dd2dh2dw1opd1oph2opw0_tr_dtf16:bf16:f32");
+  check_both("mb1ic2id1ih3iw3oc2kd1kh2kw1sd2sh2sw2pd0ph1pw1opd1oph0opw1_tr");
 }
 TEST(ImplGemm, Dtypes) {
   // Width 19 and channels 18/20: full 8x8 transpose blocks of the
