@@ -514,20 +514,25 @@ struct DwKernel {
           for (int64_t c = 0; c < p.c; ++c) bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.yh, acc + (kk * p.c + c) * ks * W);
         continue;
       }
-      // Border rows tap by tap, then the rows where every tap hits x, then
-      // the bottom border: each tap still sums its rows in ascending order.
-      for (int64_t kk = 0; kk < nk; ++kk)
+      // Out-channels in blocks of 4 (3-wide kernels): per height tap, every
+      // dy row whose x row exists, in ascending order, in one pass.
+      const int64_t kb_end = p.kw == 3 ? nk / 4 * 4 : 0;
+      for (int64_t kk = 0; kk < kb_end; kk += 4)
         for (int64_t c = 0; c < p.c; ++c)
-          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.inner_lo, acc + (kk * p.c + c) * ks * W);
-      int64_t kk = 0;
-      if (p.kw == 3)
-        for (; kk + 4 <= nk; kk += 4)
-          for (int64_t c = 0; c < p.c; ++c)
-            for (int64_t rh = 0; rh < p.kh; ++rh)
-              bwd_weights_kblock<4, 3>(p, xbuf, ybuf, kk, c, rh, p.inner_lo, p.inner_hi, acc);
-      for (; kk < nk; ++kk)
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            // oh*sh - ph + rh*dh in [0, xh).
+            const int64_t lo_t = p.ph - rh * p.dh, hi_t = p.xh - 1 + p.ph - rh * p.dh;
+            const int64_t lo = lo_t <= 0 ? 0 : (lo_t + p.sh - 1) / p.sh;
+            const int64_t hi = hi_t < 0 ? 0 : std::min(p.yh, hi_t / p.sh + 1);
+            if (lo < hi) bwd_weights_kblock<4, 3>(p, xbuf, ybuf, kk, c, rh, lo, hi, acc);
+          }
+      // The other out-channels: border rows tap by tap, then the rows where
+      // every tap hits x, then the bottom border; each tap still sums its
+      // rows in ascending order.
+      for (int64_t kk = kb_end; kk < nk; ++kk)
         for (int64_t c = 0; c < p.c; ++c) {
           float* am = acc + (kk * p.c + c) * ks * W;
+          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, 0, p.inner_lo, am);
           switch (ks) {
 #define CONVBWD_DW_CASE(NT) \
   case NT: bwd_weights_rows<NT>(p, xbuf, ybuf, kk, c, p.inner_lo, p.inner_hi, am); break;
@@ -537,10 +542,8 @@ struct DwKernel {
 #undef CONVBWD_DW_CASE
             default: break;
           }
+          bwd_weights_pair_taps(p, xbuf, ybuf, kk, c, p.inner_hi, p.yh, am);
         }
-      for (int64_t k2 = 0; k2 < nk; ++k2)
-        for (int64_t c = 0; c < p.c; ++c)
-          bwd_weights_pair_taps(p, xbuf, ybuf, k2, c, p.inner_hi, p.yh, acc + (k2 * p.c + c) * ks * W);
     }
     const DwView& v = p.dst;
     for (int64_t kk = 0; kk < nk; ++kk)
