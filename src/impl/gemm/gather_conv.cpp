@@ -147,7 +147,10 @@ class GatherConvKernel final : public OpKernel {
       ph.pixels = ph.u[0] * ph.u[1] * ph.u[2];
       max_runs = std::max<int64_t>(max_runs, static_cast<int64_t>(ph.len.size()));
     }
-    tile_group_ = std::clamp<int64_t>((256 << 10) / (kMr * max_runs * red_ * 4), 4, 64);
+    // Every task streams all weight blocks once, so at least 8 tiles (48
+    // pixels) per task even when their A rows overflow L2: the dilated
+    // 512-channel DeepLab layer ran ~15% faster with 8 than with 4.
+    tile_group_ = std::clamp<int64_t>((512 << 10) / (kMr * max_runs * red_ * 4), 8, 64);
 
     // Workspace: packed weights, then as many image copies as fit.
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
