@@ -18,6 +18,9 @@
 #include <variant>
 #include <vector>
 
+// The library is built with hidden visibility; the public C++ API is exported.
+#define CONVBWD_API __attribute__((visibility("default")))
+
 namespace convbwd {
 
 // Status codes are CANN's aclnnStatus values, so the C API passes them through.
@@ -63,8 +66,8 @@ enum class DataType : int8_t {
   hif8,     // Huawei HiFloat8 (transposed gradInput only)
   f8e4m3,   // OCP FLOAT8_E4M3FN (transposed gradInput only)
 };
-std::string_view to_string(DataType);
-size_t size_of(DataType);
+CONVBWD_API std::string_view to_string(DataType);
+CONVBWD_API size_t size_of(DataType);
 
 // CANN's cubeMathType.
 enum class MathMode : int8_t {
@@ -88,7 +91,7 @@ struct TensorDesc {
 
 enum class Gradient : int { input = 0, weight = 1, bias = 2 };
 
-struct Problem {
+struct CONVBWD_API Problem {
   TensorDesc grad_output;
   TensorDesc input;
   TensorDesc weight;
@@ -136,7 +139,7 @@ struct PlanState;
 
 // A validated problem with its algorithms chosen and its workspace sized.
 // Immutable after creation; execute may run from several threads at once.
-class Plan {
+class CONVBWD_API Plan {
  public:
   static Result<Plan> create(const Problem&);
 
@@ -160,11 +163,11 @@ class Plan {
 // Threads used by plans created after the call (0: the default, which is the
 // CONVBWD_NUM_THREADS environment variable or else the number of cores).
 // Results are bit-identical for any thread count.
-void set_num_threads(int);
-int num_threads();
+CONVBWD_API void set_num_threads(int);
+CONVBWD_API int num_threads();
 
 // The instruction set in use: "avx512", "avx2" or "scalar". CONVBWD_ISA forces
 // a lower one.
-std::string_view isa();
+CONVBWD_API std::string_view isa();
 
 }  // namespace convbwd

@@ -9,6 +9,7 @@
 
 #include "impl/implementation.hpp"
 #include "numeric/float_formats.hpp"
+#include "numeric/tolerance.hpp"
 #include "problem/spec.hpp"
 #include "reference/reference.hpp"
 
@@ -85,15 +86,7 @@ void fill(HostTensor& t, Fill kind, std::mt19937_64& rng) {
 }
 
 double tolerance(DataType out, double ref, double sum_abs, int64_t n) {
-  double u = 0x1p-24;
-  switch (out) {
-    case DataType::f32: u = 0x1p-24; break;
-    case DataType::f16: u = 0x1p-11; break;
-    case DataType::bf16: u = 0x1p-8; break;
-    case DataType::f8e4m3: u = 0x1p-4; break;
-    case DataType::hif8: u = 0x1p-4; break;
-  }
-  return 2 * u * std::fabs(ref) + static_cast<double>(std::max<int64_t>(n, 1)) * 0x1p-24 * sum_abs + 0x1p-24;
+  return detail::comparison_tolerance(out, ref, sum_abs, n);
 }
 
 namespace {
@@ -215,7 +208,7 @@ Comparison check_against_reference(const Problem& given, const CheckOptions& opt
         continue;
       }
       const double tol = tolerance(out_dt, want, sum_abs[static_cast<size_t>(j)], n);
-      const double exact_needed = opt.fill == Fill::small_ints && sum_abs[static_cast<size_t>(j)] < 0x1p24;
+      const bool exact_needed = opt.fill == Fill::small_ints && sum_abs[static_cast<size_t>(j)] < 0x1p24;
       const double err = std::fabs(got - want);
       cmp.worst_scaled_error = std::max(cmp.worst_scaled_error, err / tol);
       if (exact_needed ? err != 0 : err > tol) {

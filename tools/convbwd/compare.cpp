@@ -5,20 +5,12 @@
 #include <cstdio>
 
 #include "numeric/float_formats.hpp"
+#include "numeric/tolerance.hpp"
 
 namespace convbwd::cli {
 
 double tolerance(DataType out, double ref, double sum_abs, int64_t n) {
-  // Keep in sync with tests/util/tensor.cpp tolerance() (see the header).
-  double u = 0x1p-24;
-  switch (out) {
-    case DataType::f32: u = 0x1p-24; break;
-    case DataType::f16: u = 0x1p-11; break;
-    case DataType::bf16: u = 0x1p-8; break;
-    case DataType::f8e4m3: u = 0x1p-4; break;
-    case DataType::hif8: u = 0x1p-4; break;
-  }
-  return 2 * u * std::fabs(ref) + static_cast<double>(std::max<int64_t>(n, 1)) * 0x1p-24 * sum_abs + 0x1p-24;
+  return detail::comparison_tolerance(out, ref, sum_abs, n);
 }
 
 std::string element_name(const char* name, const std::vector<int64_t>& dims, int64_t i) {

@@ -11,16 +11,8 @@
 
 namespace convbwd::cli {
 
-// The tolerance for one output element: one ulp of the output dtype at |ref|
-// (2*u_out*|ref|), plus the fp32 accumulation bound n*2^-24*sum|products|,
-// plus 2^-24 (the smallest fp16 spacing) for values that round into
-// subnormals.
-//
-// This MUST agree with tests/util/tensor.cpp tolerance(): the CLI and the
-// tests pass or fail the same outputs. The CLI cannot link the test utilities
-// (they pull in GoogleTest), so the formula is repeated here; the test
-// cli_compare_test checks the two agree. (Proposed: move it into the library,
-// e.g. src/numeric/tolerance.hpp, and have both call it.)
+// The tolerance for one output element: detail::comparison_tolerance
+// (src/numeric/tolerance.hpp), the same definition the tests use.
 double tolerance(DataType out, double ref, double sum_abs_products, int64_t reduction_length);
 
 struct Comparison {
