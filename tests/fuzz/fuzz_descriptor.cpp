@@ -6,6 +6,7 @@
 // plans is printed by descriptor() as a string that parses back to the same
 // problem (and prints identically); small accepted problems execute and
 // equal the reference, writing only inside their views.
+#include <algorithm>
 #include <random>
 #include <string>
 #include <string_view>
@@ -76,7 +77,9 @@ extern "C" int convbwd_fuzz_descriptor(const uint8_t* data, size_t size) {
   int64_t elements = 0;
   for (const TensorDesc* t : {&p.grad_output, &p.input, &p.weight}) {
     int64_t n = 1;
-    for (int64_t x : t->dims) n = x == 0 || n <= (int64_t{1} << 40) / x ? n * x : int64_t{1} << 40;
+    // Zero dims count as 1: an empty tensor with huge other dims still gets
+    // strides (and strided layouts) computed from them.
+    for (int64_t x : t->dims) n = n <= (int64_t{1} << 40) / std::max<int64_t>(x, 1) ? n * std::max<int64_t>(x, 1) : int64_t{1} << 40;
     elements += n;
   }
   if (macs > 1e5 || elements > (int64_t{1} << 18)) return 0;
