@@ -62,12 +62,9 @@ std::vector<std::string> descriptors() {
   return d;
 }
 
-// Strided views must not change the bits of any gradient. gradBias is held
-// apart: bias_reduce picks its summation order from the memory layout (rows,
-// channels-last or generic), so its bits do depend on the view today. That
-// is reported (see DISABLED_GradBiasBitsIndependentOfLayout below) and shown
-// in the matrix, but does not fail this test.
-constexpr bool kBiasLayoutIndependent = false;
+// Strided views must not change the bits of any gradient, gradBias included:
+// bias_reduce sums in one logical order whatever the layout.
+constexpr bool kBiasLayoutIndependent = true;
 
 bool same_layout_bits(const GuardedRun& a, const GuardedRun& b, bool include_bias) {
   for (int g = 0; g < 3; ++g)
@@ -144,9 +141,7 @@ TEST(ReliabilityDeterminism, BitIdenticalAcrossRunsThreadCountsAndLayouts) {
   }
 }
 
-// What the issue asks of gradBias too; fails today (bias_reduce's order
-// follows the layout). Run with --gtest_also_run_disabled_tests.
-TEST(ReliabilityDeterminism, DISABLED_GradBiasBitsIndependentOfLayout) {
+TEST(ReliabilityDeterminism, GradBiasBitsIndependentOfLayout) {
   for (const char* desc : {"mb2ic16ih6oc24kh3ph1", "mb2g8ic8ih9oc16kh3sh2ph1", "mb3ic24id5ih6iw6oc24kd3kh3kw3pd1ph1pw1"}) {
     const Problem p = Problem::parse(desc).value();
     std::mt19937_64 rng(5);

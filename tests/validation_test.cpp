@@ -721,3 +721,16 @@ TEST(ValidationExecute, FailedExecuteWritesNothingAndGoodOneWrites) {
 
 }  // namespace
 }  // namespace convbwd::test
+
+namespace convbwd {
+// An empty tensor (N = 0) whose other dims multiply past 2^63 is refused too:
+// its spatial extents still size products downstream (found by fuzzing).
+TEST(ValidationOverflow, EmptyTensorWithOverflowingOtherDims) {
+  auto p = Problem::parse("mb0ic36ih9496729612");
+  ASSERT_TRUE(p) << p.error().message;
+  auto plan = Plan::create(p.value());
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.error().status, Status::invalid_parameter);
+  EXPECT_NE(plan.error().message.find("zero dims counted as 1"), std::string::npos) << plan.error().message;
+}
+}  // namespace convbwd

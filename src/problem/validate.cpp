@@ -42,9 +42,16 @@ std::optional<Error> make_view(const char* name, const TensorDesc& d, bool is_ou
                    list(d.strides) + " for " + std::to_string(d.dims.size()) + " dims " + list(d.dims) +
                    "; expected one stride per dim");
   Checked count(1);
-  for (size_t i = 0; i < d.dims.size(); ++i) count = count * d.dims[i];
-  if (!count.ok())
-    return invalid(std::string(name) + " dims " + list(d.dims) + " hold more than 2^63 elements");
+  // Zero dims count as 1 here: an empty tensor's other dims still size
+  // loops and products (spatial extents, reduction lengths) downstream.
+  Checked nonzero_count(1);
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    count = count * d.dims[i];
+    nonzero_count = nonzero_count * std::max<int64_t>(d.dims[i], 1);
+  }
+  if (!count.ok() || !nonzero_count.ok())
+    return invalid(std::string(name) + " dims " + list(d.dims) +
+                   " hold more than 2^63 elements (zero dims counted as 1)");
   // Contiguous strides, checked as we go.
   Checked running(1);
   for (int i = v.rank - 1; i >= 0; --i) {
