@@ -253,19 +253,18 @@ Result<Array> parse(std::span<const unsigned char> file) {
   }
   // Elements and bytes, with every product checked: a hostile shape must not
   // wrap around to a small allocation.
+  // Zero dims count as 1 in the check (as the library's validation does), so
+  // every partial product of the shape fits, whatever the order of its dims.
   uint64_t elems = 1;
   bool zero = false;
-  for (int64_t d : a.shape) zero |= d == 0;
-  if (!zero) {
-    for (int64_t d : a.shape) {
-      const auto ud = static_cast<uint64_t>(d);
-      if (elems > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / ud)
-        return bad("shape " + format_shape(a.shape) + " holds more than 2^63 elements");
-      elems *= ud;
-    }
-  } else {
-    elems = 0;
+  for (int64_t d : a.shape) {
+    zero |= d == 0;
+    const auto ud = static_cast<uint64_t>(d == 0 ? 1 : d);
+    if (elems > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / ud)
+      return bad("shape " + format_shape(a.shape) + " holds more than 2^63 elements (zero dims counted as 1)");
+    elems *= ud;
   }
+  if (zero) elems = 0;
   const uint64_t data_bytes_max = static_cast<uint64_t>(file.size() - start - header_len);
   if (elems > data_bytes_max / item)
     return bad("data is " + std::to_string(data_bytes_max) + " bytes, shorter than the " + std::to_string(elems) +
