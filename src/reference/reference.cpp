@@ -5,26 +5,6 @@
 namespace convbwd::detail {
 namespace {
 
-// Spatial indices are always three deep; missing leading dims have size 1.
-struct Space {
-  std::array<int64_t, 3> x{1, 1, 1}, y{1, 1, 1}, k{1, 1, 1};
-  std::array<int64_t, 3> stride{1, 1, 1}, dilation{1, 1, 1}, pad{0, 0, 0};
-};
-
-Space space_of(const Geometry& g) {
-  Space s;
-  const int shift = 3 - g.spatial;
-  for (int i = 0; i < g.spatial; ++i) {
-    s.x[shift + i] = g.xsize[i];
-    s.y[shift + i] = g.ysize[i];
-    s.k[shift + i] = g.ksize[i];
-    s.stride[shift + i] = g.stride[i];
-    s.dilation[shift + i] = g.dilation[i];
-    s.pad[shift + i] = g.pad_before[i];
-  }
-  return s;
-}
-
 // Element index of (n, ch, spatial) in a view of rank 2 + spatial.
 struct Indexer {
   const View& v;
@@ -76,7 +56,7 @@ void reference_run(const OpSpec& op, const void* a, const void* b, void* dst) {
   auto x_of = [&](const std::array<int64_t, 3>& o, const std::array<int64_t, 3>& r,
                   std::array<int64_t, 3>& xi) {
     for (int d = 0; d < 3; ++d) {
-      xi[d] = o[d] * s.stride[d] - s.pad[d] + r[d] * s.dilation[d];
+      xi[d] = o[d] * s.s[d] - s.pb[d] + r[d] * s.d[d];
       if (xi[d] < 0 || xi[d] >= s.x[d]) return false;
     }
     return true;
@@ -109,9 +89,9 @@ void reference_run(const OpSpec& op, const void* a, const void* b, void* dst) {
                 for_each_index(s.k, [&](const std::array<int64_t, 3>& r) {
                   std::array<int64_t, 3> o{};
                   for (int d = 0; d < 3; ++d) {
-                    const int64_t t = xi[d] + s.pad[d] - r[d] * s.dilation[d];
-                    if (t < 0 || t % s.stride[d] != 0 || t / s.stride[d] >= s.y[d]) return;
-                    o[d] = t / s.stride[d];
+                    const int64_t t = xi[d] + s.pb[d] - r[d] * s.d[d];
+                    if (t < 0 || t % s.s[d] != 0 || t / s.s[d] >= s.y[d]) return;
+                    o[d] = t / s.s[d];
                   }
                   acc += load_b(at_b(gr * g.k + k, c, r)) * load_a(at_a(n, gr * g.k + k, o));
                 });

@@ -39,29 +39,6 @@ inline int64_t pixel_pitch(int64_t channels) {
   return p;
 }
 
-// Geometry with spatial dims always three deep (missing leading dims are 1),
-// as the reference does it.
-struct Space {
-  std::array<int64_t, 3> x{1, 1, 1}, y{1, 1, 1}, k{1, 1, 1};
-  std::array<int64_t, 3> s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0};
-  int64_t taps() const { return k[0] * k[1] * k[2]; }
-  int64_t y_pixels() const { return y[0] * y[1] * y[2]; }
-};
-
-inline Space space_of(const Geometry& g) {
-  Space s;
-  const int shift = 3 - g.spatial;
-  for (int i = 0; i < g.spatial; ++i) {
-    s.x[shift + i] = g.xsize[i];
-    s.y[shift + i] = g.ysize[i];
-    s.k[shift + i] = g.ksize[i];
-    s.s[shift + i] = g.stride[i];
-    s.d[shift + i] = g.dilation[i];
-    s.pb[shift + i] = g.pad_before[i];
-  }
-  return s;
-}
-
 // Strides of a [N-or-rows, channels, spatial...] view with spatial dims made
 // three deep (0 for a missing dim).
 struct Strides {
