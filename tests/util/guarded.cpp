@@ -165,17 +165,6 @@ std::vector<unsigned char> abs_copy(const void* base, const detail::View& v) {
   return c;
 }
 
-detail::View contiguous(const detail::View& v, DataType dt) {
-  detail::View c = v;
-  c.dtype = dt;
-  c.offset = 0;
-  int64_t s = 1;
-  for (int i = v.rank - 1; i >= 0; --i) {
-    c.strides[i] = s;
-    s *= std::max<int64_t>(v.dims[i], 1);
-  }
-  return c;
-}
 
 template <class... T>
 std::string fmt(const char* f, T... v) {
@@ -207,13 +196,13 @@ std::string compare_with_reference(const Problem& p, const Buffers& b) {
     const int64_t n = got_view.elements();
     std::vector<unsigned char> ref(static_cast<size_t>(n) * size_of(dt));
     std::vector<float> sum_abs(static_cast<size_t>(n));
-    op.dst = contiguous(got_view, dt);
+    op.dst = contiguous_view(got_view, dt);
     detail::reference_run(op, a, bb, ref.data());
     const std::vector<unsigned char> a_abs = abs_copy(a, op.a);
     const std::vector<unsigned char> b_abs =
         op.op == detail::Op::bias ? std::vector<unsigned char>(1) : abs_copy(bb, op.b);
     detail::OpSpec abs_op = op;
-    abs_op.dst = contiguous(got_view, DataType::f32);
+    abs_op.dst = contiguous_view(got_view, DataType::f32);
     detail::reference_run(abs_op, a_abs.data(), b_abs.data(), sum_abs.data());
     const int64_t len = detail::reduction_length(op);
     for (int64_t j = 0; j < n; ++j) {
@@ -247,7 +236,7 @@ std::vector<double> reference_output(const Problem& p, const Buffers& b, Gradien
   }
   const DataType dt = op.dst.dtype;
   const int64_t n = op.dst.elements();
-  op.dst = contiguous(op.dst, dt);
+  op.dst = contiguous_view(op.dst, dt);
   std::vector<unsigned char> ref(static_cast<size_t>(n) * size_of(dt));
   detail::reference_run(op, a, bb, ref.data());
   std::vector<double> v(static_cast<size_t>(n));

@@ -103,6 +103,9 @@ HostTensor abs_copy(const HostTensor& t) {
   return a;
 }
 
+
+}  // namespace
+
 detail::View contiguous_view(const detail::View& v, DataType dt) {
   detail::View c = v;
   c.dtype = dt;
@@ -114,8 +117,6 @@ detail::View contiguous_view(const detail::View& v, DataType dt) {
   }
   return c;
 }
-
-}  // namespace
 
 Comparison check_against_reference(const Problem& given, const CheckOptions& opt) {
   Comparison cmp;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "convbwd/convbwd.hpp"
+#include "problem/spec.hpp"
 
 namespace convbwd::test {
 
@@ -55,6 +56,9 @@ struct Comparison {
 // Runs `problem` through Plan::execute and through the reference on the same
 // seeded data, with the given layouts, and compares every requested output.
 // With exact = true (small-integer data), fp32 outputs must match bit for bit.
+// The view v with dtype dt and row-major contiguous strides from offset 0.
+detail::View contiguous_view(const detail::View& v, DataType dt);
+
 struct CheckOptions {
   Layout in_layout = Layout::contiguous;   // gradOutput, input, weight
   Layout out_layout = Layout::contiguous;  // gradInput, gradWeight, gradBias
