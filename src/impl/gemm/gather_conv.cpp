@@ -14,6 +14,7 @@
 // (phase + pad - r*dilation) divisible by s reach it, and they read the
 // gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
 // product with an inserted zero is ever computed and nothing is scattered.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -160,6 +161,16 @@ class GatherConvKernel final : public OpKernel {
     if (batch_ < 1) {
       *why = "one image's channels-last copy does not fit the workspace budget";
       ok_ = false;
+      return;
+    }
+    // Running task counts per phase for the two batch sizes run() uses, so a
+    // task finds its phase by binary search: a large stride makes thousands
+    // of one-pixel phases, and a linear walk per task was quadratic (a
+    // 30 s fuzzer timeout on mb5ic1ih208sh2100).
+    for (const int64_t nb : {batch_, n_ % batch_}) {
+      std::vector<int64_t>& ends = nb == batch_ ? task_ends_full_ : task_ends_tail_;
+      int64_t total = 0;
+      for (const Phase& ph : phases_) ends.push_back(total += ceil_div(ceil_div(nb * ph.pixels, kMr), tile_group_));
     }
   }
 
@@ -192,19 +203,16 @@ class GatherConvKernel final : public OpKernel {
   }
 
  private:
-  int64_t tasks_of(const Phase& ph, int64_t nb) const { return ceil_div(ceil_div(nb * ph.pixels, kMr), tile_group_); }
-  int64_t tasks_per_group(int64_t nb) const {
-    int64_t t = 0;
-    for (const Phase& ph : phases_) t += tasks_of(ph, nb);
-    return t;
-  }
+  const std::vector<int64_t>& task_ends(int64_t nb) const { return nb == batch_ ? task_ends_full_ : task_ends_tail_; }
+  int64_t tasks_per_group(int64_t nb) const { return task_ends(nb).empty() ? 0 : task_ends(nb).back(); }
 
   void compute(const OpArgs& args, const float* wpk, const float* img, int64_t n0, int64_t nb, int64_t per_group,
                int64_t task) const {
     const int64_t g = task / per_group;
+    const std::vector<int64_t>& ends = task_ends(nb);
     int64_t rest = task % per_group;
-    size_t p = 0;
-    while (rest >= tasks_of(phases_[p], nb)) rest -= tasks_of(phases_[p++], nb);
+    const size_t p = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), rest) - ends.begin());
+    if (p > 0) rest -= ends[p - 1];
     const Phase& ph = phases_[p];
     const int64_t batch_pixels = nb * ph.pixels;
     const int64_t tiles = ceil_div(batch_pixels, kMr);
@@ -256,6 +264,7 @@ class GatherConvKernel final : public OpKernel {
   WeightPack wp_;
   ImageCopy src_;
   std::vector<Phase> phases_;
+  std::vector<int64_t> task_ends_full_, task_ends_tail_;  // running task counts per phase
   int64_t tile_group_ = 16;
   int64_t weights_floats_ = 0, image_floats_ = 0, batch_ = 0;
   bool ok_ = true;
