@@ -46,6 +46,64 @@ typedef enum {
   ACL_OPT_RESERVED_INT_MAX_ = 0x7fffffff
 } aclSysParamOpt;
 
+/* Where the calling program runs: always ACL_HOST here, so CANN samples
+ * that branch on it take their host path (explicit copies to "device"
+ * memory, which are host copies). */
+typedef enum {
+  ACL_DEVICE = 0,
+  ACL_HOST = 1,
+  ACL_RUN_MODE_RESERVED_INT_MIN_ = -0x7fffffff - 1,
+  ACL_RUN_MODE_RESERVED_INT_MAX_ = 0x7fffffff
+} aclrtRunMode;
+
+typedef enum {
+  ACL_EVENT_STATUS_COMPLETE = 0,
+  ACL_EVENT_STATUS_NOT_READY = 1,
+  ACL_EVENT_STATUS_RESERVED = 2
+} aclrtEventStatus;
+
+typedef enum {
+  ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
+  ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
+} aclrtEventRecordedStatus;
+
+/* Event flags of aclrtCreateEventWithFlag (accepted; every event here keeps
+ * a timestamp and can be waited on by the host and by other streams). */
+#define ACL_EVENT_SYNC 0x00000001U
+#define ACL_EVENT_CAPTURE_STREAM_PROGRESS 0x00000002U
+#define ACL_EVENT_TIME_LINE 0x00000008U
+
+ACL_FUNC_VISIBILITY aclError aclrtGetRunMode(aclrtRunMode *runMode);
+/* Waits until every stream (the default one included) is idle. */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeDevice(void);
+
+/* Contexts: an explicit context belongs to device 0 and becomes the calling
+ * thread's current context; aclrtSetDevice gives a thread the default
+ * context, which cannot be destroyed. Streams and memory are process-wide, as
+ * on one device. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateContext(aclrtContext *context, int32_t deviceId);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyContext(aclrtContext context);
+ACL_FUNC_VISIBILITY aclError aclrtSetCurrentContext(aclrtContext context);
+ACL_FUNC_VISIBILITY aclError aclrtGetCurrentContext(aclrtContext *context);
+
+/* Events: a marker put into a stream's queue by aclrtRecordEvent. It is
+ * complete once the stream has run everything enqueued before it; a
+ * never-recorded (or reset) event counts as complete. aclrtStreamWaitEvent
+ * makes a stream wait, without blocking the host, for the latest record made
+ * before the call. Destroying an event with a pending record is safe: the
+ * record completes unobserved. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateEvent(aclrtEvent *event);
+ACL_FUNC_VISIBILITY aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
+ACL_FUNC_VISIBILITY aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus *status);
+ACL_FUNC_VISIBILITY aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeEvent(aclrtEvent event);
+ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+/* Milliseconds between two completed records (host steady clock). */
+ACL_FUNC_VISIBILITY aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
+
 /* Device 0 only; other ids give ACL_ERROR_INVALID_DEVICE. */
 ACL_FUNC_VISIBILITY aclError aclrtSetDevice(int32_t deviceId);
 ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);

@@ -60,6 +60,12 @@ const std::string& recent_error();
 aclnnStatus fail(aclnnStatus status, std::string message);
 aclError fail_acl(aclError code, std::string message);
 
+// The calling thread's device (-1 when none is set) and the one check of a
+// device id: 0, the host, is the only device.
+int32_t thread_device();
+void set_thread_device(int32_t device_id);
+aclError check_device(int32_t device_id, const char* caller);
+
 // Streams: null is the default stream (created on first use). Returns null,
 // with the recent error set, for a handle that is not a live stream.
 Stream* resolve_stream(aclrtStream handle, std::string_view caller);

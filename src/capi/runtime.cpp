@@ -80,15 +80,6 @@ aclError get_opt(const std::atomic<int64_t>& slot, aclSysParamOpt opt, int64_t* 
   return ACL_SUCCESS;
 }
 
-aclError check_device(int32_t device_id, const char* caller) {
-  if (device_id != 0) {
-    return fail_acl(ACL_ERROR_INVALID_DEVICE,
-                    std::string(caller) + ": deviceId is " + std::to_string(device_id) +
-                        "; expected 0 (the host is the only device)");
-  }
-  return ACL_SUCCESS;
-}
-
 aclError allocate(void** ptr, size_t size, const char* caller) {
   if (ptr == nullptr) {
     return fail_acl(ACL_ERROR_INVALID_PARAM, std::string(caller) + ": the pointer out-parameter is null");
@@ -218,6 +209,18 @@ aclError fail_acl(aclError code, std::string message) {
   return code;
 }
 
+int32_t thread_device() { return t_device; }
+void set_thread_device(int32_t device_id) { t_device = device_id; }
+
+aclError check_device(int32_t device_id, const char* caller) {
+  if (device_id != 0) {
+    return fail_acl(ACL_ERROR_INVALID_DEVICE,
+                    std::string(caller) + ": deviceId is " + std::to_string(device_id) +
+                        "; expected 0 (the host is the only device)");
+  }
+  return ACL_SUCCESS;
+}
+
 Stream* resolve_stream(aclrtStream handle, std::string_view caller) {
   Runtime& r = runtime();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -309,7 +312,7 @@ aclError aclrtSetDevice(int32_t deviceId) {
   if (aclError e = convbwd::capi::check_device(deviceId, "aclrtSetDevice")) {
     return e;
   }
-  convbwd::capi::t_device = deviceId;
+  convbwd::capi::set_thread_device(deviceId);
   return ACL_SUCCESS;
 }
 
@@ -317,7 +320,7 @@ aclError aclrtResetDevice(int32_t deviceId) {
   if (aclError e = convbwd::capi::check_device(deviceId, "aclrtResetDevice")) {
     return e;
   }
-  convbwd::capi::t_device = -1;
+  convbwd::capi::set_thread_device(-1);
   return ACL_SUCCESS;
 }
 
@@ -325,11 +328,11 @@ aclError aclrtGetDevice(int32_t* deviceId) {
   if (deviceId == nullptr) {
     return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtGetDevice: deviceId is null");
   }
-  if (convbwd::capi::t_device < 0) {
+  if (convbwd::capi::thread_device() < 0) {
     return fail_acl(ACL_ERROR_INVALID_DEVICE,
                     "aclrtGetDevice: no device is set on this thread; call aclrtSetDevice(0)");
   }
-  *deviceId = convbwd::capi::t_device;
+  *deviceId = convbwd::capi::thread_device();
   return ACL_SUCCESS;
 }
 
@@ -386,6 +389,19 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
                     "aclrtSynchronizeStream: work on the stream failed with status " +
                         std::to_string(static_cast<int32_t>(error.status)) + ": " + error.message);
   }
+  return ACL_SUCCESS;
+}
+
+aclError aclrtSynchronizeDevice() {
+  convbwd::capi::Stream::wait_until_all_idle();
+  return ACL_SUCCESS;
+}
+
+aclError aclrtGetRunMode(aclrtRunMode* runMode) {
+  if (runMode == nullptr) {
+    return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtGetRunMode: runMode is null");
+  }
+  *runMode = ACL_HOST;
   return ACL_SUCCESS;
 }
 

@@ -3,8 +3,32 @@
 #include <utility>
 
 namespace convbwd::capi {
+namespace {
 
-Stream::Stream() : thread_([this] { serve(); }) {}
+// Tasks enqueued on any stream and not yet released: the device is idle at 0.
+// Never destroyed, like the runtime: stream threads may outlive static
+// destructors.
+struct DeviceActivity {
+  std::mutex mutex;
+  std::condition_variable idle;
+  int64_t pending = 0;
+};
+
+DeviceActivity& device_activity() {
+  static DeviceActivity* const d = new DeviceActivity;
+  return *d;
+}
+
+}  // namespace
+
+void Stream::wait_until_all_idle() {
+  DeviceActivity& d = device_activity();
+  std::unique_lock<std::mutex> lock(d.mutex);
+  d.idle.wait(lock, [&d] { return d.pending == 0; });
+}
+
+// Touches the device-wide counter first, so that enqueue() never allocates it.
+Stream::Stream() : thread_((device_activity(), [this] { serve(); })) {}
 
 Stream::~Stream() {
   {
@@ -19,6 +43,10 @@ Stream::~Stream() {
 
 void Stream::enqueue(Task* task) noexcept {
   task->next_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(device_activity().mutex);
+    ++device_activity().pending;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (tail_ != nullptr) {
@@ -53,6 +81,11 @@ void Stream::serve() {
     lock.unlock();
     Error error = task->run();
     task->release();
+    {
+      DeviceActivity& d = device_activity();
+      std::lock_guard<std::mutex> device_lock(d.mutex);
+      if (--d.pending == 0) d.idle.notify_all();
+    }
     lock.lock();
     running_ = false;
     if (error && !first_error_) {

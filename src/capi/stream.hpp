@@ -48,6 +48,9 @@ class Stream {
   // Waits until every task enqueued before the call has run. Returns the first
   // error since the previous synchronize() and forgets it.
   Error synchronize();
+  // Waits until no stream of the process has queued or running work
+  // (aclrtSynchronizeDevice). Errors stay with their streams.
+  static void wait_until_all_idle();
 
  private:
   void serve();
