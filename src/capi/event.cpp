@@ -121,16 +121,16 @@ aclError create(aclrtEvent* event, const char* caller) {
   return ACL_SUCCESS;
 }
 
-// Puts a task on the stream, or says why not.
-aclError enqueue_on(aclrtStream stream, Task* (*make)(std::shared_ptr<EventState>, uint64_t),
-                    std::shared_ptr<EventState> state, uint64_t number, const char* caller) {
+// Puts a RecordTask or WaitTask on the stream, or says why not.
+template <class TaskType>
+aclError enqueue_on(aclrtStream stream, std::shared_ptr<EventState> state, uint64_t number, const char* caller) {
   Stream* s = resolve_stream(stream, caller);
   if (s == nullptr) {
     return ACL_ERROR_INVALID_PARAM;
   }
   Task* task = nullptr;
   try {
-    task = make(std::move(state), number);
+    task = new TaskType(std::move(state), number);
   } catch (const std::bad_alloc&) {
     return fail_acl(ACL_ERROR_BAD_ALLOC, std::string(caller) + ": out of memory");
   }
@@ -181,12 +181,8 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     std::lock_guard<std::mutex> lock(state->mutex);
     number = ++state->recorded;
   }
-  const aclError e = convbwd::capi::enqueue_on(
-      stream,
-      [](std::shared_ptr<convbwd::capi::EventState> s, uint64_t n) -> convbwd::capi::Task* {
-        return new convbwd::capi::RecordTask(std::move(s), n);
-      },
-      state, number, "aclrtRecordEvent");
+  const aclError e =
+      convbwd::capi::enqueue_on<convbwd::capi::RecordTask>(stream, state, number, "aclrtRecordEvent");
   if (e != ACL_SUCCESS) {
     // Nothing was queued: this record will never be reached, so withdraw it
     // (unless a later one was made meanwhile, which then stands).
@@ -257,12 +253,7 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
     std::lock_guard<std::mutex> lock(state->mutex);
     target = state->recorded;
   }
-  return convbwd::capi::enqueue_on(
-      stream,
-      [](std::shared_ptr<convbwd::capi::EventState> s, uint64_t n) -> convbwd::capi::Task* {
-        return new convbwd::capi::WaitTask(std::move(s), n);
-      },
-      state, target, "aclrtStreamWaitEvent");
+  return convbwd::capi::enqueue_on<convbwd::capi::WaitTask>(stream, state, target, "aclrtStreamWaitEvent");
 }
 
 aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent) {
