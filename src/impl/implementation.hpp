@@ -23,6 +23,12 @@ struct OpArgs {
   const void* b = nullptr;
   void* dst = nullptr;
   std::byte* workspace = nullptr;
+  // Set when a or b holds NaN or +-Inf (after operand rounding): read every
+  // such element as 0; execute then adds their products through real taps
+  // (src/impl/nonfinite/nonfinite.hpp). An implementation that multiplies
+  // zero-filled padding must honour it; one that skips missing taps the way
+  // the reference does may ignore it.
+  bool zero_nonfinite = false;
 };
 
 struct PlanContext {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "convbwd/convbwd.hpp"
+#include "impl/nonfinite/nonfinite.hpp"
 #include "plan/plan_state.hpp"
 #include "runtime/thread_pool.hpp"
 
@@ -56,6 +57,8 @@ Range byte_range(const void* base, const View& v) {
 }
 
 bool overlap(Range a, Range b) { return !a.empty() && !b.empty() && a.lo < b.hi && b.lo < a.hi; }
+
+bool is_8bit(DataType t) { return t == DataType::hif8 || t == DataType::f8e4m3; }
 
 }  // namespace
 }  // namespace detail
@@ -137,6 +140,13 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
   }
 
   auto& pool = detail::ThreadPool::global();
+  // Whether each input tensor (gradOutput, input, weight) holds NaN/Inf,
+  // scanned at most once per execute (-1: not yet). See nonfinite.hpp.
+  int nonfinite[3] = {-1, -1, -1};
+  auto scan = [&](int tensor, const void* ptr, const detail::View& v) {
+    if (nonfinite[tensor] < 0) nonfinite[tensor] = detail::has_nonfinite(ptr, v, sp.rounding) ? 1 : 0;
+    return nonfinite[tensor] == 1;
+  };
   for (int i = 0; i < 3; ++i) {
     const auto& op = s_->ops[i];
     if (!op.active) continue;
@@ -144,18 +154,35 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
     args.dst = outs[i];
     args.workspace = static_cast<std::byte*>(workspace);
     const bool tr = sp.problem.transposed;
+    int ta = 0, tb = 0;  // which input tensors a and b are
     switch (static_cast<Gradient>(i)) {
       case Gradient::input:
         args.a = b.grad_output;
         args.b = b.weight;
+        tb = 2;
         break;
       case Gradient::weight:
         args.a = tr ? b.input : b.grad_output;
         args.b = tr ? b.grad_output : b.input;
+        ta = tr ? 1 : 0;
+        tb = tr ? 0 : 1;
         break;
       case Gradient::bias: args.a = b.grad_output; break;
     }
+    // gradBias is a plain sum (no taps, no padding): IEEE sums already give
+    // the reference's NaN/Inf. Every path for 8-bit operands skips missing
+    // taps itself, and an 8-bit output without Inf (e4m3fn) could not carry
+    // the event pass's partial result.
+    const detail::OpSpec& os = op.spec;
+    bool na = false, nb = false;
+    if (os.op != detail::Op::bias && !detail::is_8bit(os.a.dtype) && !detail::is_8bit(os.b.dtype) &&
+        !detail::is_8bit(os.dst.dtype)) {
+      na = scan(ta, args.a, os.a);
+      nb = scan(tb, args.b, os.b);
+    }
+    args.zero_nonfinite = na || nb;
     op.kernel->run(args, pool);
+    if (args.zero_nonfinite) detail::add_nonfinite_terms(os, args.a, args.b, args.dst, na, nb);
   }
   return {};
 }

@@ -8,6 +8,7 @@
 
 #include "impl/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
+#include "impl/nonfinite/nonfinite.hpp"
 #include "impl/registry_entries.hpp"
 #include "numeric/float_formats.hpp"
 #include "runtime/thread_pool.hpp"
@@ -25,6 +26,8 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
     }
   }
 }
+
+void dw_zero_nonfinite(float* p, int64_t n) { zero_nonfinite(p, n); }
 
 void dw_store_row_generic(const float* in, int64_t n, void* base, DataType dt, int64_t off, int64_t stride) {
   for (int64_t i = 0; i < n; ++i) store_from_float(base, off + i * stride, dt, in[i]);
@@ -46,8 +49,16 @@ class DepthwiseKernel final : public OpKernel {
   }
   void run(const OpArgs& args, ThreadPool& pool) const override {
     auto* ws = reinterpret_cast<float*>(args.workspace);
+    // The flag travels in the plan's operand views, which every load reads
+    // (a copy on the stack, in the rare case only).
+    DwPlan flagged;
+    if (args.zero_nonfinite) {
+      flagged = p_;
+      flagged.a.zero_nonfinite = flagged.b.zero_nonfinite = true;
+    }
+    const DwPlan& p = args.zero_nonfinite ? flagged : p_;
     pool.parallel_for(p_.tasks, threads_, [&](int64_t t, int th) {
-      fn_(p_, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
+      fn_(p, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
     });
   }
 

@@ -56,6 +56,7 @@ struct DwKernel {
       V::load_row(base, v.dtype, off, count, rnd, out);
     else
       dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
+    if (v.zero_nonfinite) dw_zero_nonfinite(out, count);
   }
 
   static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
@@ -144,8 +145,9 @@ struct DwKernel {
         for (int64_t rd = 0; rd < p.kd; ++rd)
           for (int64_t rh = 0; rh < p.kh; ++rh) {
             const int64_t off = v.off + (g * p.k + k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh;
-            dw_load_row_generic(base, v.dtype, off, v.sw, p.kw, p.rounding,
-                                out + (((k * p.c + c) * p.kd + rd) * p.kh + rh) * p.kw);
+            float* row = out + (((k * p.c + c) * p.kd + rd) * p.kh + rh) * p.kw;
+            dw_load_row_generic(base, v.dtype, off, v.sw, p.kw, p.rounding, row);
+            if (v.zero_nonfinite) dw_zero_nonfinite(row, p.kw);
           }
   }
 

@@ -27,6 +27,9 @@ struct DwView {
   DataType dtype = DataType::f32;
   int64_t off = 0;
   int64_t sn = 0, sc = 0, sd = 0, sh = 0, sw = 0;
+  // OpArgs::zero_nonfinite: loads store NaN and +-Inf as 0 (the rows are
+  // zero-padded, so a NaN weight would otherwise meet phantom zeros).
+  bool zero_nonfinite = false;
 };
 
 struct DwPlan {
@@ -75,6 +78,8 @@ struct DwPlan {
 // ISA flags): the kernels use them for strided views and vector tails.
 // Loads n elements base[off + i*stride] as fp32, rounded as the operand
 // rounding says.
+// Replaces NaN and +-Inf among n floats by 0 (src/impl/nonfinite).
+void dw_zero_nonfinite(float* p, int64_t n);
 void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t stride, int64_t n,
                          OperandRounding rounding, float* out);
 // Rounds n fp32 values once into dt and stores them at base[off + i*stride].

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "impl/nonfinite/nonfinite.hpp"
+
 namespace convbwd::detail::gemm {
 namespace {
 
@@ -41,7 +43,7 @@ void dispatch(DataType t, OperandRounding r, F&& f) {
 
 }  // namespace
 
-void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst) const {
+void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
   const Strides st = strides_of(v, spatial);
   const int64_t row = ext[2] * cp;
@@ -68,6 +70,9 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1] +
                               (w_lo - lo[2]) * st.sp[2];
       convert(base, v.dtype, rounding, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, cp);
+      // After the conversion, so that values the operand rounding overflowed count too.
+      if (zero_nonfinite)
+        for (int64_t w = w_lo; w < w_hi; ++w) detail::zero_nonfinite(o + w * cp, nc);
       if (cp > nc)
         for (int64_t w = w_lo; w < w_hi; ++w)
           std::memset(o + w * cp + nc, 0, static_cast<size_t>(cp - nc) * sizeof(float));
@@ -75,7 +80,7 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
   }
 }
 
-void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst) const {
+void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst, bool zero_nonfinite) const {
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
   std::array<int64_t, 3> sp{0, 0, 0};
   for (int i = 0; i < spatial; ++i) sp[3 - spatial + i] = v.strides[2 + i];
@@ -95,6 +100,7 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst) cons
               o[j] = round_operand<R>(load<T>(base, tap + (g * k + kk) * s0 + cc * s1));
             }
             for (int64_t j = ncols; j < kNr; ++j) o[j] = 0.0f;
+            if (zero_nonfinite) detail::zero_nonfinite(o, ncols);
           }
         }
   });

@@ -127,7 +127,8 @@ struct ImageCopy {
   int64_t image_floats() const { return blocks() * block_floats(); }
   int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
   // Copies plane (g, e0) of image n into dst (the copy of that image, all groups).
-  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst) const;
+  // zero_nonfinite (OpArgs::zero_nonfinite): NaN and +-Inf are stored as 0.
+  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite = false) const;
 };
 
 // Packs weights for the gather kernel: [blk][tap][red][16] per group, where
@@ -148,7 +149,8 @@ struct WeightPack {
   int64_t block_floats() const { return taps * red() * kNr; }
   int64_t group_floats() const { return blocks() * block_floats(); }
   // Packs block blk of group g into dst (block_floats() floats).
-  void pack(const void* base, int64_t g, int64_t blk, float* dst) const;
+  // zero_nonfinite (OpArgs::zero_nonfinite): NaN and +-Inf are stored as 0.
+  void pack(const void* base, int64_t g, int64_t blk, float* dst, bool zero_nonfinite = false) const;
 };
 
 // Stores rows x cols of an fp32 tile (row stride kNr) into a view:

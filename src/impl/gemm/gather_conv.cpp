@@ -184,14 +184,14 @@ class GatherConvKernel final : public OpKernel {
     float* const img = wpk + weights_floats_;
     const int64_t blocks = wp_.blocks();
     pool.parallel_for(groups_ * blocks, threads_, [&](int64_t t, int) {
-      wp_.pack(args.b, t / blocks, t % blocks, wpk + t * wp_.block_floats());
+      wp_.pack(args.b, t / blocks, t % blocks, wpk + t * wp_.block_floats(), args.zero_nonfinite);
     });
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
       const int64_t nb = std::min(batch_, n_ - n0);
       const int64_t planes = src_.planes();
       pool.parallel_for(nb * planes, threads_, [&](int64_t t, int) {
         const int64_t i = t / planes;
-        src_.copy_plane(args.a, n0 + i, t % planes, img + i * image_floats_);
+        src_.copy_plane(args.a, n0 + i, t % planes, img + i * image_floats_, args.zero_nonfinite);
       });
       // Tiles run over the pixels of the whole batch, so small images
       // (7x7) fill whole tiles and each weight block is read once per task

@@ -95,9 +95,10 @@ class WgradKernel final : public OpKernel {
       pool.parallel_for(nb * (xplanes + yplanes), threads_, [&](int64_t t, int) {
         const int64_t i = t / (xplanes + yplanes), pl = t % (xplanes + yplanes);
         if (pl < xplanes)
-          x_.copy_plane(args.b, n0 + i, pl, xs + i * groups_ * x_.image_floats());
+          x_.copy_plane(args.b, n0 + i, pl, xs + i * groups_ * x_.image_floats(), args.zero_nonfinite);
         else
-          dy_.copy_plane(args.a, n0 + i, pl - xplanes, dys + i * groups_ * dy_.image_floats());
+          dy_.copy_plane(args.a, n0 + i, pl - xplanes, dys + i * groups_ * dy_.image_floats(),
+                        args.zero_nonfinite);
       });
       pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
     }

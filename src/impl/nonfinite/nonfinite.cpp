@@ -1,0 +1,247 @@
+#include "impl/nonfinite/nonfinite.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "impl/view_loops.hpp"
+#include "numeric/float_formats.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+// The smallest magnitude that rounds to Inf under `rounding` (Inf: only Inf
+// and NaN are non-finite). fp16 rounds to nearest even: 65504 is the largest
+// finite value and the midpoint 65520 ties up, to Inf. HF32 adds half of the
+// 2^-11 quantum to the magnitude bits, so 0x7f7ff800 carries into Inf.
+float overflow_limit(OperandRounding rounding) {
+  switch (rounding) {
+    case OperandRounding::none: return std::numeric_limits<float>::infinity();
+    case OperandRounding::hf32: return std::bit_cast<float>(uint32_t{0x7f7ff800u});
+    case OperandRounding::fp16: return 65520.0f;
+  }
+  return std::numeric_limits<float>::infinity();
+}
+
+// Any element of the run p[0], p[stride], ... (n elements) non-finite.
+// Chunks of 1024 keep the inner loop free of early exits, so the compiler
+// vectorizes it, while a hit still ends the scan soon.
+template <class T, class Bad>
+bool run_has(const T* p, int64_t stride, int64_t n, Bad bad) {
+  constexpr int64_t kChunk = 1024;
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t i1 = std::min(n, i0 + kChunk);
+    bool any = false;
+    if (stride == 1)
+      for (int64_t i = i0; i < i1; ++i) any |= bad(p[i]);
+    else
+      for (int64_t i = i0; i < i1; ++i) any |= bad(p[i * stride]);
+    if (any) return true;
+  }
+  return false;
+}
+
+bool run_has_nonfinite(const void* base, DataType dt, int64_t start, int64_t stride, int64_t n, float limit) {
+  switch (dt) {
+    case DataType::f32: {
+      const float* p = static_cast<const float*>(base) + start;
+      if (std::isinf(limit))  // exponent all ones: Inf or NaN
+        return run_has(reinterpret_cast<const uint32_t*>(p), stride, n,
+                       [](uint32_t u) { return (u & 0x7f800000u) == 0x7f800000u; });
+      return run_has(p, stride, n, [limit](float v) { return !(std::fabs(v) < limit); });
+    }
+    case DataType::f16: {
+      // fp16 values are below both rounding limits: only their own Inf/NaN.
+      const auto* p = static_cast<const uint16_t*>(base) + start;
+      return run_has(p, stride, n, [](uint16_t u) { return (u & 0x7c00u) == 0x7c00u; });
+    }
+    case DataType::bf16: {
+      const auto* p = static_cast<const uint16_t*>(base) + start;
+      if (std::isinf(limit)) return run_has(p, stride, n, [](uint16_t u) { return (u & 0x7f80u) == 0x7f80u; });
+      return run_has(p, stride, n, [limit](uint16_t u) { return !(std::fabs(bf16_to_float(u)) < limit); });
+    }
+    case DataType::hif8:
+    case DataType::f8e4m3:
+      for (int64_t i = 0; i < n; ++i)
+        if (!(std::fabs(load_as_float(base, start + i * stride, dt)) < limit)) return true;
+      return false;
+  }
+  return false;
+}
+
+// Element index of (d0, d1, spatial) in a view of rank 2 + spatial.
+struct Indexer {
+  const View* v;
+  int spatial;
+  int64_t operator()(int64_t d0, int64_t d1, const std::array<int64_t, 3>& s) const {
+    int64_t i = v->offset + d0 * v->strides[0] + d1 * v->strides[1];
+    for (int d = 0; d < spatial; ++d) i += s[3 - spatial + d] * v->strides[2 + d];
+    return i;
+  }
+};
+
+// An operand as the reference reads it: decoded, then rounded.
+struct Loader {
+  const void* base;
+  DataType dtype;
+  OperandRounding rounding;
+  double operator()(int64_t i) const {
+    const float v = load_as_float(base, i, dtype);
+    switch (rounding) {
+      case OperandRounding::none: return v;
+      case OperandRounding::hf32: return round_to_hf32(v);
+      case OperandRounding::fp16: return round_to_fp16(v);
+    }
+    return v;
+  }
+};
+
+template <class F>
+void for_each_index(const std::array<int64_t, 3>& size, F&& f) {
+  std::array<int64_t, 3> i{};
+  for (i[0] = 0; i[0] < size[0]; ++i[0])
+    for (i[1] = 0; i[1] < size[1]; ++i[1])
+      for (i[2] = 0; i[2] < size[2]; ++i[2]) f(i);
+}
+
+// The three tensors of the normal geometry (x image side, y result side, w
+// weights); one of them is the output, the other two the operands.
+enum class Role { x, y, w };
+
+}  // namespace
+
+bool has_nonfinite(const void* base, const View& v, OperandRounding rounding) {
+  if (v.empty()) return false;
+  const float limit = overflow_limit(rounding);
+  // A view whose elements fill a block of memory without holes, in any dim
+  // order (contiguous, channels-last, ...), is scanned as one run: read once,
+  // in memory order.
+  {
+    std::array<std::pair<int64_t, int64_t>, kMaxRank> ds{};  // (stride, dim)
+    int m = 0;
+    bool positive = true;
+    for (int i = 0; i < v.rank; ++i)
+      if (v.dims[i] != 1) {
+        ds[static_cast<size_t>(m++)] = {v.strides[i], v.dims[i]};
+        positive = positive && v.strides[i] > 0;
+      }
+    for (int i = 1; i < m; ++i)  // insertion sort by stride: at most five dims
+      for (int j = i; j > 0 && ds[static_cast<size_t>(j)].first < ds[static_cast<size_t>(j - 1)].first; --j)
+        std::swap(ds[static_cast<size_t>(j)], ds[static_cast<size_t>(j - 1)]);
+    int64_t expect = 1;
+    bool dense = positive;
+    for (int i = 0; i < m && dense; ++i) {
+      dense = ds[static_cast<size_t>(i)].first == expect;
+      expect *= ds[static_cast<size_t>(i)].second;
+    }
+    if (dense) return run_has_nonfinite(base, v.dtype, v.offset, 1, v.elements(), limit);
+  }
+  // Otherwise runs along the dim of smallest stride, the others in any order.
+  int inner = v.rank - 1;
+  for (int i = 0; i < v.rank; ++i)
+    if (v.dims[i] > 1 && (v.dims[inner] == 1 || std::abs(v.strides[i]) < std::abs(v.strides[inner]))) inner = i;
+  View outer = v;
+  outer.dims[static_cast<size_t>(inner)] = 1;
+  const int64_t n = v.dims[static_cast<size_t>(inner)], stride = v.strides[static_cast<size_t>(inner)];
+  bool found = false;
+  for_each_element(outer, [&](int64_t start) {
+    if (!found) found = run_has_nonfinite(base, v.dtype, start, stride, n, limit);
+  });
+  return found;
+}
+
+void zero_nonfinite(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) p[i] = 0.0f;
+}
+
+void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b) {
+  if (op.op == Op::bias) return;
+  const Geometry& g = op.geo;
+  const Space s = space_of(g);
+  const int sp = g.spatial;
+
+  // Which tensor each of a, b, dst is (see OpSpec's roles).
+  Role ra = Role::y, rb = Role::w, rd = Role::x;
+  if (op.op == Op::fwd) ra = Role::x, rb = Role::w, rd = Role::y;
+  if (op.op == Op::bwd_weights) ra = Role::y, rb = Role::x, rd = Role::w;
+  const View* view[3] = {};
+  view[static_cast<int>(ra)] = &op.a;
+  view[static_cast<int>(rb)] = &op.b;
+  view[static_cast<int>(rd)] = &op.dst;
+  const Indexer at[3] = {{view[0], sp}, {view[1], sp}, {view[2], sp}};
+  const Loader load_a{a, op.a.dtype, op.rounding}, load_b{b, op.b.dtype, op.rounding};
+  const Role roles[2] = {ra, rb};
+  const Loader* loads[2] = {&load_a, &load_b};
+
+  // One real tap: image n, group gr, y channel k, x channel c, output
+  // position o, kernel tap r, image position xi (= o*s - pad + r*d, inside).
+  using Pos = std::array<int64_t, 3>;
+  auto visit = [&](int64_t n, int64_t gr, int64_t k, int64_t c, const Pos& o, const Pos& r, const Pos& xi) {
+    const int64_t idx[3] = {at[0](n, gr * g.c + c, xi), at[1](n, gr * g.k + k, o), at[2](gr * g.k + k, c, r)};
+    const double term = (*loads[0])(idx[static_cast<int>(roles[0])]) * (*loads[1])(idx[static_cast<int>(roles[1])]);
+    const int64_t d = idx[static_cast<int>(rd)];
+    store_from_double(dst, d, op.dst.dtype, static_cast<double>(load_as_float(dst, d, op.dst.dtype)) + term);
+  };
+
+  for (int which = 0; which < 2; ++which) {
+    if (!(which == 0 ? scan_a : scan_b)) continue;
+    const Role role = roles[which];
+    const Loader& load = *loads[which];
+    const Indexer& idx = at[static_cast<int>(role)];
+    const View& v = *view[static_cast<int>(role)];
+    std::array<int64_t, 3> size{1, 1, 1};
+    for (int d = 0; d < sp; ++d) size[static_cast<size_t>(3 - sp + d)] = v.dims[static_cast<size_t>(2 + d)];
+    for (int64_t d0 = 0; d0 < v.dims[0]; ++d0)
+      for (int64_t d1 = 0; d1 < v.dims[1]; ++d1)
+        for_each_index(size, [&](const Pos& p) {
+          if (std::isfinite(load(idx(d0, d1, p)))) return;
+          switch (role) {
+            case Role::x: {  // x[n, g*C + c, xi]: every k and tap r whose output position o exists
+              const int64_t n = d0, gr = d1 / g.c, c = d1 % g.c;
+              for (int64_t k = 0; k < g.k; ++k)
+                for_each_index(s.k, [&](const Pos& r) {
+                  Pos o{};
+                  for (int d = 0; d < 3; ++d) {
+                    const int64_t t = p[d] + s.pb[d] - r[d] * s.d[d];
+                    if (t < 0 || t % s.s[d] != 0 || t / s.s[d] >= s.y[d]) return;
+                    o[d] = t / s.s[d];
+                  }
+                  visit(n, gr, k, c, o, r, p);
+                });
+              return;
+            }
+            case Role::y: {  // y[n, g*K + k, o]: every c and tap r whose image position exists
+              const int64_t n = d0, gr = d1 / g.k, k = d1 % g.k;
+              for (int64_t c = 0; c < g.c; ++c)
+                for_each_index(s.k, [&](const Pos& r) {
+                  Pos xi{};
+                  for (int d = 0; d < 3; ++d) {
+                    xi[d] = p[d] * s.s[d] - s.pb[d] + r[d] * s.d[d];
+                    if (xi[d] < 0 || xi[d] >= s.x[d]) return;
+                  }
+                  visit(n, gr, k, c, p, r, xi);
+                });
+              return;
+            }
+            case Role::w: {  // w[g*K + k, c, r]: every image and output position o whose image position exists
+              const int64_t gr = d0 / g.k, k = d0 % g.k, c = d1;
+              for (int64_t n = 0; n < g.n; ++n)
+                for_each_index(s.y, [&](const Pos& o) {
+                  Pos xi{};
+                  for (int d = 0; d < 3; ++d) {
+                    xi[d] = o[d] * s.s[d] - s.pb[d] + p[d] * s.d[d];
+                    if (xi[d] < 0 || xi[d] >= s.x[d]) return;
+                  }
+                  visit(n, gr, k, c, o, p, xi);
+                });
+              return;
+            }
+          }
+        });
+  }
+}
+
+}  // namespace convbwd::detail

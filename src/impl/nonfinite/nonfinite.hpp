@@ -1,0 +1,53 @@
+// One semantics for NaN and +-Inf, whichever implementation runs.
+//
+// The reference (src/reference/) sums only products of elements that exist:
+// kernel taps that fall into the padding, or past a cropped edge, contribute
+// no term. The fast paths instead multiply zero-filled copies (the GEMM
+// paths' padded channels-last images, the phase data gradient's
+// zero-extended windows, depthwise's zero-padded rows), so a NaN or an Inf
+// operand would also meet phantom zeros and Inf * 0 = NaN would appear where
+// the reference has Inf or a finite value.
+//
+// What makes every path agree, at execute:
+//  1. scan the two operands of an operation for non-finite values (after the
+//     operand rounding of cubeMathType, which can itself overflow to Inf).
+//     The common case finds none and nothing else changes;
+//  2. otherwise the implementation runs with OpArgs::zero_nonfinite set: it
+//     reads every non-finite operand element as 0 (implementations that skip
+//     missing taps natively may ignore the flag, see below);
+//  3. the event pass then adds, for every non-finite operand element, its
+//     products through real taps only (both factors existing elements) into
+//     the output.
+// Every product with a non-finite factor is +Inf, -Inf or NaN, and a sum of
+// only such terms is the same whatever the order (NaN if any NaN or both
+// signs of Inf, else that Inf); adding a finite partial sum to it changes
+// nothing. So an output linked by a real tap to a non-finite element ends
+// exactly as the reference's, and every other output keeps its finite fast
+// result. The combination is also idempotent (Inf + Inf = Inf, NaN stays
+// NaN): an implementation that ignores the flag and already summed the
+// non-finite terms itself (reference, fp8_direct) gets the same answer.
+//
+// Cost: the scan is one read of each operand. The event pass costs
+// (non-finite elements) x (their fan-out), at most a plain loop version of
+// the operation when every element is NaN or Inf.
+#pragma once
+
+#include "problem/spec.hpp"
+
+namespace convbwd::detail {
+
+// Whether some element of the view is NaN or +-Inf once rounded as
+// `rounding` says (fp16 rounding overflows above 65504, HF32 near FLT_MAX).
+bool has_nonfinite(const void* base, const View& v, OperandRounding rounding);
+
+// Replaces every NaN and +-Inf among n floats by +0: how implementations
+// honour OpArgs::zero_nonfinite on their fp32 copies of operands.
+void zero_nonfinite(float* p, int64_t n);
+
+// Step 3 above: adds into dst every product, through real taps only, that has
+// a non-finite factor in operand a (when scan_a) or b (when scan_b). For
+// Op::bias nothing is needed (no taps, no padding) and nothing is done.
+// Serial, in a fixed order: the bits do not depend on the thread count.
+void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b);
+
+}  // namespace convbwd::detail
