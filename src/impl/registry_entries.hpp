@@ -8,6 +8,8 @@ namespace convbwd::detail {
 extern const Implementation kZerosImpl;
 extern const Implementation kDepthwiseDirectImpl;  // src/impl/depthwise
 extern const Implementation kBiasReduceImpl;       // src/impl/bias
+extern const Implementation kSmallChannelsBwdDataImpl;     // src/impl/small_channels
+extern const Implementation kSmallChannelsBwdWeightsImpl;  // src/impl/small_channels
 extern const Implementation kGemmFwdImpl;         // src/impl/gemm
 extern const Implementation kGemmBwdDataImpl;     // src/impl/gemm
 extern const Implementation kGemmBwdWeightsImpl;  // src/impl/gemm

@@ -1,0 +1,260 @@
+// Data gradient for very few image-side channels per group, in two levels:
+//
+//   T[o, col]   = sum over k of dy[n, g, k, o] * w[g, k, col]   (a GEMM: M =
+//                 output pixels, N = C * taps columns, reduction K)
+//   dx[c, i]    = sum over taps r with o*s - pad + r*d = i of T[o, (c, r)]
+//
+// The GEMM runs the 6x16 "strided" microkernel: six consecutive output
+// pixels of one dy channel plane (unit stride in NCHW) against a 16-column
+// block of packed weights, reduced over K. So fp32 NCHW gradients are read in
+// place; other dtypes, operand roundings and layouts are first converted into
+// a band-sized planar copy.
+//
+// One task owns one (image, group) and walks it in bands of output rows: T
+// of a band stays in L2, and its entries are added into an fp32 accumulator
+// of the whole dx image (phase-split along the last dim, so each tap adds one
+// contiguous run). Each dx element is summed in a fixed order (band, row,
+// taps) by the single task that owns it: the bits do not depend on the
+// thread count, and nothing is scattered across threads.
+#include <cstring>
+#include <memory>
+
+#include "impl/registry_entries.hpp"
+#include "impl/small_channels/small_channels_common.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace convbwd::detail::small_channels {
+namespace {
+
+// Output pixels per band: T of a band (cols x pixels fp32) plus its dy rows
+// stay well inside a 1 MiB L2 for the stem (160 x 448 floats = 280 KiB).
+constexpr int64_t kBandPixels = 448;
+
+class DgradKernel final : public OpKernel {
+ public:
+  DgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+    const Geometry& g = op.geo;
+    sp_ = space_of(g);
+    kern_ = strided_kernel(ctx.isa);
+    groups_ = g.groups;
+    n_ = g.n;
+    k_ = g.k;
+    c_ = g.c;
+    taps_ = sp_.taps();
+    cols_ = c_ * taps_;
+    cbn_ = ceil_div(cols_, kLanes);
+    direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none && spatial_flat(op.a);
+
+    const int64_t row_len = sp_.y[2];
+    rows_all_ = sp_.y[0] * sp_.y[1];
+    rows_per_band_ = std::clamp<int64_t>(ceil_div(kBandPixels, row_len), 1, rows_all_);
+    band_pitch_ = round_up(rows_per_band_ * row_len, kMr);
+    u2_ = ceil_div(sp_.x[2], sp_.s[2]);
+    acc_row_ = sp_.s[2] * u2_;
+    acc_floats_ = c_ * sp_.x[0] * sp_.x[1] * acc_row_;
+
+    // Where each last-dim tap lands: i2 = o2*s2 - p2 + r2*d2 = f2 + s2*u with
+    // phase f2 and u = o2 + u0; o2 in [lo, hi) keeps u inside phase f2.
+    for (int64_t r2 = 0; r2 < sp_.k[2]; ++r2) {
+      const int64_t t = r2 * sp_.d[2] - sp_.pb[2];
+      const int64_t f = ((t % sp_.s[2]) + sp_.s[2]) % sp_.s[2];
+      const int64_t u0 = (t - f) / sp_.s[2];
+      const int64_t uf = f < sp_.x[2] ? ceil_div(sp_.x[2] - f, sp_.s[2]) : 0;
+      Tap2 tp;
+      tp.dst = f * u2_ + u0;
+      tp.lo = std::max<int64_t>(0, -u0);
+      tp.hi = std::max(tp.lo, std::min(sp_.y[2], uf - u0));
+      tap2_[static_cast<size_t>(r2)] = tp;
+    }
+
+    pack_floats_ = round_up(groups_ * cbn_ * k_ * kLanes, 16);
+    const int64_t t_floats = round_up(cbn_ * kLanes * band_pitch_, 16);
+    const int64_t a_floats = round_up(k_ * (direct_ ? kMr : band_pitch_), 16);
+    slot_floats_ = t_floats + a_floats + round_up(acc_floats_, 16) + kMr * kLanes;
+    const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + pack_floats_;
+    if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
+      *why = "the per-thread band and dx accumulator exceed the workspace budget";
+      ok_ = false;
+    }
+  }
+
+  bool ok() const { return ok_; }
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(pack_floats_ + slot_floats_ * std::max(threads_, 1)) * sizeof(float);
+  }
+
+  void run(const OpArgs& args, ThreadPool& pool) const override {
+    float* const pack = reinterpret_cast<float*>(args.workspace);
+    pool.parallel_for(groups_ * cbn_, threads_,
+                      [&](int64_t t, int) { pack_block(args.b, t / cbn_, t % cbn_, pack + t * k_ * kLanes); });
+    pool.parallel_for(n_ * groups_, threads_, [&](int64_t t, int thread) {
+      image(args, pack, t / groups_, t % groups_, pack + pack_floats_ + thread * slot_floats_);
+    });
+  }
+
+ private:
+  struct Tap2 {
+    int64_t dst = 0, lo = 0, hi = 0;
+  };
+
+  // w[g, k, col] for the 16 columns of block cb: [k][16], zero past the
+  // last column, operand-rounded.
+  void pack_block(const void* w, int64_t g, int64_t cb, float* dst) const {
+    const Strides ws = strides_of(op_.b, op_.geo.spatial);
+    dispatch(op_.b.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
+      for (int64_t j = 0; j < kLanes; ++j) {
+        const int64_t col = cb * kLanes + j;
+        if (col >= cols_) {
+          for (int64_t k = 0; k < k_; ++k) dst[k * kLanes + j] = 0.0f;
+          continue;
+        }
+        const int64_t c = col / taps_, tap = col % taps_;
+        const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
+        const int64_t base = ws.offset + c * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] + r2 * ws.sp[2];
+        for (int64_t k = 0; k < k_; ++k)
+          dst[k * kLanes + j] = round_operand<R>(load<T>(w, base + (g * k_ + k) * ws.n));
+      }
+    });
+  }
+
+  // Converts dy rows [r_lo, r_hi) of (n, g) into a planar fp32 copy
+  // [k][band_pitch_], zero past the band's pixels.
+  void copy_band(const void* dy, int64_t n, int64_t g, int64_t r_lo, int64_t r_hi, float* dst) const {
+    const Strides s = strides_of(op_.a, op_.geo.spatial);
+    const int64_t np = (r_hi - r_lo) * sp_.y[2];
+    dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
+      for (int64_t k = 0; k < k_; ++k) {
+        float* o = dst + k * band_pitch_;
+        const int64_t plane = s.offset + n * s.n + (g * k_ + k) * s.ch;
+        for (int64_t r = r_lo; r < r_hi; ++r) {
+          const int64_t base = plane + (r / sp_.y[1]) * s.sp[0] + (r % sp_.y[1]) * s.sp[1];
+          for (int64_t o2 = 0; o2 < sp_.y[2]; ++o2) *o++ = round_operand<R>(load<T>(dy, base + o2 * s.sp[2]));
+        }
+        for (int64_t p = np; p < band_pitch_; ++p) dst[k * band_pitch_ + p] = 0.0f;
+      }
+    });
+  }
+
+  void image(const OpArgs& args, const float* pack, int64_t n, int64_t g, float* slot) const {
+    float* const tb = slot;  // T band: [cols_pad][band_pitch_]
+    float* const ab = tb + round_up(cbn_ * kLanes * band_pitch_, 16);
+    float* const acc = ab + round_up(k_ * (direct_ ? kMr : band_pitch_), 16);
+    float* const tile = acc + round_up(acc_floats_, 16);
+    std::memset(acc, 0, static_cast<size_t>(acc_floats_) * sizeof(float));
+    const Strides ys = strides_of(op_.a, op_.geo.spatial);
+    const float* const dy_plane =
+        direct_ ? static_cast<const float*>(args.a) + ys.offset + n * ys.n + g * k_ * ys.ch : nullptr;
+
+    const int64_t zero = 0;
+    MicroArgs ka;
+    ka.a_off = &zero;
+    ka.b_off = &zero;
+    ka.len = &k_;
+    ka.runs = 1;
+    ka.bs = kLanes;
+    ka.acc = tile;
+    for (int64_t r_lo = 0; r_lo < rows_all_; r_lo += rows_per_band_) {
+      const int64_t r_hi = std::min(rows_all_, r_lo + rows_per_band_);
+      const int64_t pix0 = r_lo * sp_.y[2], np = (r_hi - r_lo) * sp_.y[2];
+      if (!direct_) copy_band(args.a, n, g, r_lo, r_hi, ab);
+      // A partial last tile of a direct band reads from a zero-padded copy,
+      // never past the end of the caller's tensor.
+      const int64_t full = np / kMr * kMr;
+      if (direct_ && full < np) {
+        for (int64_t k = 0; k < k_; ++k)
+          for (int64_t i = 0; i < kMr; ++i)
+            ab[k * kMr + i] = full + i < np ? dy_plane[k * ys.ch + pix0 + full + i] : 0.0f;
+      }
+      for (int64_t cb = 0; cb < cbn_; ++cb) {
+        ka.b = pack + (g * cbn_ + cb) * k_ * kLanes;
+        float* const tcb = tb + cb * kLanes * band_pitch_;
+        for (int64_t pt = 0; pt < np; pt += kMr) {
+          if (!direct_) {
+            ka.a[0] = ab + pt;
+            ka.as = band_pitch_;
+          } else if (pt < full) {
+            ka.a[0] = dy_plane + pix0 + pt;
+            ka.as = ys.ch;
+          } else {
+            ka.a[0] = ab;
+            ka.as = kMr;
+          }
+          kern_(ka);
+          const int64_t rows = std::min<int64_t>(kMr, np - pt);
+          for (int64_t j = 0; j < kLanes; ++j)
+            for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = tile[i * kLanes + j];
+        }
+      }
+      gather_band(tb, r_lo, r_hi, acc);
+    }
+    store(args.dst, acc, n, g);
+  }
+
+  // Adds the T entries of a band into the dx accumulator, row by row, taps
+  // in (r0, r1, r2) order.
+  void gather_band(const float* tb, int64_t r_lo, int64_t r_hi, float* acc) const {
+    for (int64_t r = r_lo; r < r_hi; ++r) {
+      const int64_t o0 = r / sp_.y[1], o1 = r % sp_.y[1];
+      const int64_t toff = (r - r_lo) * sp_.y[2];
+      for (int64_t r0 = 0; r0 < sp_.k[0]; ++r0) {
+        const int64_t i0 = o0 * sp_.s[0] - sp_.pb[0] + r0 * sp_.d[0];
+        if (i0 < 0 || i0 >= sp_.x[0]) continue;
+        for (int64_t r1 = 0; r1 < sp_.k[1]; ++r1) {
+          const int64_t i1 = o1 * sp_.s[1] - sp_.pb[1] + r1 * sp_.d[1];
+          if (i1 < 0 || i1 >= sp_.x[1]) continue;
+          for (int64_t c = 0; c < c_; ++c) {
+            float* const arow = acc + ((c * sp_.x[0] + i0) * sp_.x[1] + i1) * acc_row_;
+            const int64_t col0 = c * taps_ + (r0 * sp_.k[1] + r1) * sp_.k[2];
+            for (int64_t r2 = 0; r2 < sp_.k[2]; ++r2) {
+              const Tap2& tp = tap2_[static_cast<size_t>(r2)];
+              // Offsets start at lo, so no pointer is formed before arow.
+              float* const d = arow + (tp.dst + tp.lo);
+              const float* const s = tb + (col0 + r2) * band_pitch_ + toff + tp.lo;
+              const int64_t len = tp.hi - tp.lo;
+              for (int64_t u = 0; u < len; ++u) d[u] += s[u];
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void store(void* dst, const float* acc, int64_t n, int64_t g) const {
+    const Strides ds = strides_of(op_.dst, op_.geo.spatial);
+    for (int64_t c = 0; c < c_; ++c)
+      for (int64_t i0 = 0; i0 < sp_.x[0]; ++i0)
+        for (int64_t i1 = 0; i1 < sp_.x[1]; ++i1) {
+          const float* const arow = acc + ((c * sp_.x[0] + i0) * sp_.x[1] + i1) * acc_row_;
+          const int64_t base = ds.offset + n * ds.n + (g * c_ + c) * ds.ch + i0 * ds.sp[0] + i1 * ds.sp[1];
+          for (int64_t i2 = 0; i2 < sp_.x[2]; ++i2)
+            store_one(dst, op_.dst.dtype, base + i2 * ds.sp[2], arow[(i2 % sp_.s[2]) * u2_ + i2 / sp_.s[2]]);
+        }
+  }
+
+  OpSpec op_;
+  int threads_ = 1;
+  Space sp_;
+  MicroKernel kern_ = nullptr;
+  int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0;
+  bool direct_ = false;
+  int64_t rows_all_ = 0, rows_per_band_ = 1, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
+  int64_t pack_floats_ = 0, slot_floats_ = 0;
+  std::array<Tap2, 1024> tap2_{};
+  bool ok_ = true;
+};
+
+}  // namespace
+}  // namespace convbwd::detail::small_channels
+
+namespace convbwd::detail {
+
+const Implementation kSmallChannelsBwdDataImpl = {
+    "small_channels_dgrad",
+    [](const OpSpec& op, const PlanContext& ctx, std::string* why) -> std::unique_ptr<OpKernel> {
+      if (!small_channels::supported(op, Op::bwd_data, why)) return nullptr;
+      auto k = std::make_unique<small_channels::DgradKernel>(op, ctx, why);
+      if (!k->ok()) return nullptr;
+      return k;
+    }};
+
+}  // namespace convbwd::detail

@@ -1,0 +1,232 @@
+// Weight gradient for very few image-side channels per group, as one GEMM
+// over an im2col of x:
+//
+//   dW[g, k, col] = sum over images n, output pixels o of
+//                   dy[n, g, k, o] * xcol[n, g, o, col]
+//   xcol[n, g, o, (c, r)] = x[n, g, c, o*s - pad + r*d]   (0 in the padding)
+//
+// A 6x16 tile is six output channels k by 16 columns (c, r). The "gather"
+// microkernel reads the six k as six dy channel planes (unit pixel stride in
+// NCHW: fp32 NCHW gradients are read in place; other dtypes, roundings and
+// layouts go through a chunk-sized planar copy) and the columns as one
+// 16-float row of the im2col block per pixel.
+//
+// The pixels are walked in chunks of one image; each task builds the im2col
+// blocks of its own columns for the chunk (L1/L2 sized) and runs its tiles
+// over it, accumulators resting in the workspace between chunks. Every tile
+// sums over chunks in order, and within a chunk pixel by pixel: the bits do
+// not depend on the thread count or on which task owns a tile.
+#include <cstring>
+#include <memory>
+
+#include "impl/registry_entries.hpp"
+#include "impl/small_channels/small_channels_common.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace convbwd::detail::small_channels {
+namespace {
+
+// Pixels per chunk: a 16-column im2col block of 64 KiB, and enough steps
+// (1024 x 12 FMAs) that a tile's accumulator load and store are noise.
+constexpr int64_t kChunkPixels = 1024;
+
+class WgradKernel final : public OpKernel {
+ public:
+  WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+    const Geometry& g = op.geo;
+    sp_ = space_of(g);
+    kern_ = gather_kernel(ctx.isa);
+    groups_ = g.groups;
+    n_ = g.n;
+    k_ = g.k;
+    c_ = g.c;
+    taps_ = sp_.taps();
+    cols_ = c_ * taps_;
+    cbn_ = ceil_div(cols_, kLanes);
+    kt_ = ceil_div(k_, kMr);
+    tiles_ = groups_ * cbn_ * kt_;
+    tasks_ = std::min<int64_t>(tiles_, std::max(threads_, 1));
+    direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none && spatial_flat(op.a);
+    pixels_ = sp_.y_pixels();
+    chunk_ = std::min(pixels_, kChunkPixels);
+
+    acc_floats_ = round_up(tiles_ * kMr * kLanes, 16);
+    slot_floats_ = round_up(chunk_ * kLanes, 16) + (direct_ ? 0 : round_up(k_ * chunk_, 16));
+    const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + acc_floats_;
+    if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
+      *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
+      ok_ = false;
+    }
+  }
+
+  bool ok() const { return ok_; }
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(acc_floats_ + slot_floats_ * std::max(threads_, 1)) * sizeof(float);
+  }
+
+  void run(const OpArgs& args, ThreadPool& pool) const override {
+    float* const acc = reinterpret_cast<float*>(args.workspace);
+    pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
+      compute(args, acc, acc + acc_floats_ + thread * slot_floats_, t);
+    });
+  }
+
+ private:
+  // Tasks own whole (group, column block) units when there are enough of
+  // them, so no two tasks build the same im2col block; otherwise they split
+  // the k-tiles of a unit.
+  int64_t task_begin(int64_t t) const {
+    const int64_t units = groups_ * cbn_;
+    if (units >= tasks_) return units * t / tasks_ * kt_;
+    return tiles_ * t / tasks_;
+  }
+
+  // xcol[p][16] for pixels [pix0, pix0 + np) of image n, group g, columns of
+  // block cb; zero in the padding and past the last column.
+  void im2col(const void* x, int64_t n, int64_t g, int64_t cb, int64_t pix0, int64_t np, float* dst) const {
+    const Strides xs = strides_of(op_.b, op_.geo.spatial);
+    dispatch(op_.b.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
+      for (int64_t j = 0; j < kLanes; ++j) {
+        const int64_t col = cb * kLanes + j;
+        float* o = dst + j;
+        if (col >= cols_) {
+          for (int64_t p = 0; p < np; ++p) o[p * kLanes] = 0.0f;
+          continue;
+        }
+        const int64_t c = col / taps_, tap = col % taps_;
+        const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
+        // o2 in [lo2, hi2) reads inside the image along the last dim.
+        const int64_t t2 = r2 * sp_.d[2] - sp_.pb[2];
+        const int64_t lo2 = std::clamp<int64_t>(ceil_div(std::max<int64_t>(-t2, 0), sp_.s[2]), 0, sp_.y[2]);
+        const int64_t hi2 = std::clamp<int64_t>(sp_.x[2] - t2 > 0 ? ceil_div(sp_.x[2] - t2, sp_.s[2]) : 0, lo2,
+                                                sp_.y[2]);
+        const int64_t plane = xs.offset + n * xs.n + (g * c_ + c) * xs.ch;
+        const int64_t step = sp_.s[2] * xs.sp[2];
+        for (int64_t p = pix0; p < pix0 + np;) {
+          const int64_t row = p / sp_.y[2], o2a = p % sp_.y[2];
+          const int64_t o2b = std::min(sp_.y[2], o2a + (pix0 + np - p));
+          const int64_t i0 = (row / sp_.y[1]) * sp_.s[0] - sp_.pb[0] + r0 * sp_.d[0];
+          const int64_t i1 = (row % sp_.y[1]) * sp_.s[1] - sp_.pb[1] + r1 * sp_.d[1];
+          float* q = o + (p - pix0) * kLanes;
+          if (i0 < 0 || i0 >= sp_.x[0] || i1 < 0 || i1 >= sp_.x[1]) {
+            for (int64_t o2 = o2a; o2 < o2b; ++o2, q += kLanes) *q = 0.0f;
+          } else {
+            const int64_t a = std::clamp(lo2, o2a, o2b), b = std::clamp(hi2, a, o2b);
+            int64_t o2 = o2a;
+            for (; o2 < a; ++o2, q += kLanes) *q = 0.0f;
+            int64_t src = plane + i0 * xs.sp[0] + i1 * xs.sp[1] + (o2 * sp_.s[2] + t2) * xs.sp[2];
+            for (; o2 < b; ++o2, q += kLanes, src += step) *q = round_operand<R>(load<T>(x, src));
+            for (; o2 < o2b; ++o2, q += kLanes) *q = 0.0f;
+          }
+          p += o2b - o2a;
+        }
+      }
+    });
+  }
+
+  // dy of image n, group g, pixels [pix0, pix0 + np): planar fp32 [k][chunk_].
+  void copy_chunk(const void* dy, int64_t n, int64_t g, int64_t pix0, int64_t np, float* dst) const {
+    const Strides s = strides_of(op_.a, op_.geo.spatial);
+    dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
+      for (int64_t k = 0; k < k_; ++k) {
+        const int64_t plane = s.offset + n * s.n + (g * k_ + k) * s.ch;
+        float* o = dst + k * chunk_;
+        for (int64_t p = pix0; p < pix0 + np; ++p) {
+          const int64_t row = p / sp_.y[2], o2 = p % sp_.y[2];
+          *o++ = round_operand<R>(
+              load<T>(dy, plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + o2 * s.sp[2]));
+        }
+      }
+    });
+  }
+
+  void compute(const OpArgs& args, float* acc, float* slot, int64_t task) const {
+    const int64_t lo = task_begin(task), hi = task_begin(task + 1);
+    if (lo >= hi) return;
+    float* const xcol = slot;
+    float* const dyc = slot + round_up(chunk_ * kLanes, 16);
+    const Strides ys = strides_of(op_.a, op_.geo.spatial);
+    const float* const dy = static_cast<const float*>(args.a);
+    int64_t a_off = 0, len = 0;
+    const int64_t b_off = 0;
+    MicroArgs ka;
+    ka.b = xcol;
+    ka.bs = kLanes;
+    ka.a_off = &a_off;
+    ka.b_off = &b_off;
+    ka.len = &len;
+    ka.runs = 1;
+    bool first = true;
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t pix0 = 0; pix0 < pixels_; pix0 += chunk_, first = false) {
+        len = std::min(chunk_, pixels_ - pix0);
+        int64_t have_g = -1, have_unit = -1;
+        for (int64_t tl = lo; tl < hi; ++tl) {
+          const int64_t kt = tl % kt_, unit = tl / kt_, cb = unit % cbn_, g = unit / cbn_;
+          if (unit != have_unit) {
+            im2col(args.b, n, g, cb, pix0, len, xcol);
+            have_unit = unit;
+          }
+          if (!direct_ && g != have_g) {
+            copy_chunk(args.a, n, g, pix0, len, dyc);
+            have_g = g;
+          }
+          // Rows past K repeat the tile's first row; they are never stored.
+          for (int64_t i = 0; i < kMr; ++i) {
+            const int64_t k = kt * kMr + (kt * kMr + i < k_ ? i : 0);
+            if (direct_) {
+              ka.a[i] = dy + ys.offset + n * ys.n + (g * k_ + k) * ys.ch;
+            } else {
+              ka.a[i] = dyc + k * chunk_;
+            }
+          }
+          a_off = direct_ ? pix0 : 0;
+          ka.acc = acc + tl * kMr * kLanes;
+          ka.accumulate = !first;
+          kern_(ka);
+        }
+      }
+    store(args.dst, acc, lo, hi);
+  }
+
+  void store(void* dst, const float* acc, int64_t lo, int64_t hi) const {
+    const Strides ws = strides_of(op_.dst, op_.geo.spatial);
+    for (int64_t tl = lo; tl < hi; ++tl) {
+      const int64_t kt = tl % kt_, unit = tl / kt_, cb = unit % cbn_, g = unit / cbn_;
+      const float* const t = acc + tl * kMr * kLanes;
+      for (int64_t i = 0; i < kMr && kt * kMr + i < k_; ++i)
+        for (int64_t j = 0; j < kLanes && cb * kLanes + j < cols_; ++j) {
+          const int64_t col = cb * kLanes + j, c = col / taps_, tap = col % taps_;
+          const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
+          const int64_t at = ws.offset + (g * k_ + kt * kMr + i) * ws.n + c * ws.ch + r0 * ws.sp[0] +
+                             r1 * ws.sp[1] + r2 * ws.sp[2];
+          store_one(dst, op_.dst.dtype, at, t[i * kLanes + j]);
+        }
+    }
+  }
+
+  OpSpec op_;
+  int threads_ = 1;
+  Space sp_;
+  MicroKernel kern_ = nullptr;
+  int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0, kt_ = 0, tiles_ = 0, tasks_ = 1;
+  bool direct_ = false;
+  int64_t pixels_ = 0, chunk_ = 0, acc_floats_ = 0, slot_floats_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace
+}  // namespace convbwd::detail::small_channels
+
+namespace convbwd::detail {
+
+const Implementation kSmallChannelsBwdWeightsImpl = {
+    "small_channels_wgrad",
+    [](const OpSpec& op, const PlanContext& ctx, std::string* why) -> std::unique_ptr<OpKernel> {
+      if (!small_channels::supported(op, Op::bwd_weights, why)) return nullptr;
+      auto k = std::make_unique<small_channels::WgradKernel>(op, ctx, why);
+      if (!k->ok()) return nullptr;
+      return k;
+    }};
+
+}  // namespace convbwd::detail
