@@ -68,15 +68,30 @@ const char* const kGeometries[] = {
     "mb1g8ic8ih7iw9oc8kh3kw3dh2dw3ph2pw3phr0pwr1",
     "mb2g9ic9ih5iw6oc9kh3kw3sh2sw2ph1pw1_tr",
     "mb1g8ic8ih4iw10oc8kh3kw4sh3sw3ph2pw1_tr",
+    // 6 to 8 channels per group on each side (depthwise_cl8, grouped mode):
+    // ResNeXt's 8 -> 8, out-channel blocks of 4 with a remainder (6), 7
+    // channels (a lane unused), 25 taps, strides, 3D and transposed.
+    "mb2g2ic16ih6iw11oc16kh3kw3ph1pw1",
+    "mb1g3ic21ih5iw9oc24kh3kw3sh2sw2ph1pw1",
+    "mb1g2ic16ih5iw6oc12kh3kw3ph1pw1",
+    "mb1g2ic12ih5iw6oc16kh3kw3sh2ph1pw0",
+    "mb1g2ic16ih7iw7oc16kh5kw5ph2pw2",
+    "mb1g2ic16id3ih4iw5oc16kd3kh3kw3pd1ph1pw1",
+    "mb2g2ic16ih5iw6oc16kh3kw3sh2sw2ph1pw1_tr",
+    "mb1g2ic14ih4iw9oc16kh2kw3sw3dw2pw2_tr",
 };
+
+// One channel per group, or 6 to 8 on each side (the lanes mostly filled).
+bool takes_cl8(const detail::Geometry& g) {
+  return (g.c == 1 && g.k == 1) || (g.c >= 6 && g.c <= 8 && g.k >= 6 && g.k <= 8);
+}
 
 // The implementation the registry should pick for a geometry's gradInput
 // and gradWeight: one channel per group goes to the channel-blocked kernels.
 std::string expected_impl(const Problem& p) {
   auto s = detail::validate(p);
   if (!s) return "invalid";
-  const detail::Geometry& g = s.value().op_for(Gradient::weight).geo;
-  return g.c == 1 && g.k == 1 ? "depthwise_cl8" : "depthwise_direct";
+  return takes_cl8(s.value().op_for(Gradient::weight).geo) ? "depthwise_cl8" : "depthwise_direct";
 }
 
 Problem parse(const std::string& d) {
@@ -127,7 +142,7 @@ TEST(DepthwiseDirect, SuiteRowsPickDepthwise) {
   const std::pair<const char*, const char*> kRows[] = {
       {"mb8g144ic144ih56oc144kh3ph1", "depthwise_cl8"},
       {"mb8g192ic192ih28oc192kh3sh2ph1", "depthwise_cl8"},
-      {"mb8g32ic256ih28oc256kh3ph1", "depthwise_direct"},
+      {"mb8g32ic256ih28oc256kh3ph1", "depthwise_cl8"},
   };
   for (const auto& [desc, impl] : kRows)
     for (const char* sfx : {"", "_dtbf16", "_dtf16"}) {
@@ -218,11 +233,10 @@ struct Direct {
 };
 
 // The implementations that take a problem: depthwise_direct always, and
-// depthwise_cl8 for one channel per group (so both stay covered there).
+// depthwise_cl8 where it does (so both stay covered there).
 std::vector<const detail::Implementation*> impls_for(const Direct& d) {
   std::vector<const detail::Implementation*> v{&detail::kDepthwiseDirectImpl};
-  const detail::Geometry& g = d.spec.op_for(Gradient::weight).geo;
-  if (g.c == 1 && g.k == 1) v.push_back(&detail::kDepthwiseClImpl);
+  if (takes_cl8(d.spec.op_for(Gradient::weight).geo)) v.push_back(&detail::kDepthwiseClImpl);
   return v;
 }
 

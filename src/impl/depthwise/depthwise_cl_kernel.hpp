@@ -111,14 +111,47 @@ struct DwClKernel {
   // burst of a whole task's prefetches fills the miss queue and stalls.
   static void prefetch_task_share(const DwClPlan& p, const void* a, void* dst, int64_t t, int64_t r, int64_t rows) {
     if (t >= p.tasks) return;
-    const int64_t n = t / p.blocks, ch0 = t % p.blocks * W;
-    const int64_t nv = std::min<int64_t>(W, p.groups - ch0);
+    const Chans ch = chans(p, t % p.blocks);
+    const int64_t n = t / p.blocks;
     const int64_t in_rows = p.srcd * p.srch;
-    prefetch_rows(a, p.a, n, ch0, nv, r * in_rows / rows, (r + 1) * in_rows / rows, p.srch, p.srcw);
+    prefetch_rows(a, p.a, n, ch.in0, ch.nin, r * in_rows / rows, (r + 1) * in_rows / rows, p.srch, p.srcw);
     if (p.op == Op::fwd)
-      prefetch_rows(dst, p.dst, n, ch0, nv, r, r + 1, p.yh, p.yw);
+      prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.yh, p.yw);
     else
-      prefetch_rows(dst, p.dst, n, ch0, nv, r, r + 1, p.xh, p.xw);
+      prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.xh, p.xw);
+  }
+
+  // The channels of block bk on the op's input and output side: eight
+  // groups (depthwise), or the channels of group bk (grouped).
+  struct Chans {
+    int64_t in0, nin, out0, nout;
+  };
+  static Chans chans(const DwClPlan& p, int64_t bk) {
+    if (!p.grouped) {
+      const int64_t c0 = bk * W, nv = std::min<int64_t>(W, p.groups - c0);
+      return Chans{c0, nv, c0, nv};
+    }
+    return Chans{bk * p.cin, p.cin, bk * p.cout, p.cout};
+  }
+
+  // Grouped weights of group g: wg[t][i][lane o] for input-side channel i
+  // and output-side channel o (fwd: i = c, o = k; bwd_data: i = k, o = c).
+  static void pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* tmp) {
+    const DwView& v = p.b;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    std::memset(out, 0, static_cast<size_t>(ks * p.cin * W) * sizeof(float));
+    const bool fw = p.op == Op::fwd;
+    for (int64_t i = 0; i < p.cin; ++i)
+      for (int64_t o = 0; o < p.cout; ++o) {
+        const int64_t kk = fw ? o : i, cc = fw ? i : o;
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            dw_load_row_generic(base, v.dtype, v.off + (g * p.kg + kk) * v.sn + cc * v.sc + rd * v.sd + rh * v.sh,
+                                v.sw, p.kw, p.rounding, tmp);
+            const int64_t t0 = (rd * p.kh + rh) * p.kw;
+            for (int64_t r = 0; r < p.kw; ++r) out[((t0 + r) * p.cin + i) * W + o] = tmp[r];
+          }
+      }
   }
 
   // Weights of groups [ch0, ch0+nv) as wcl[t][lane], t the flattened tap.
@@ -136,11 +169,31 @@ struct DwClKernel {
         }
   }
 
-  // A channels-last row of `count` pixels back to NCHW rows of the view.
+  // A channels-last row of `count` pixels back to NCHW: row r of each
+  // channel's plane buffer (plane mode), or straight into the view.
   static void unpack_row(const DwClPlan& p, const float* row, int64_t count, int64_t count8, void* dst, int64_t off,
-                         int64_t nv, float* tmp) {
+                         int64_t nv, float* tmp, int64_t r, float* planes) {
+    if (p.plane_stride) {
+      // The columns past `count` land on row r+1, written next, or in the
+      // slack after the plane.
+      for (int64_t j = 0; j < count8; j += W) V::transpose8(row + j * W, W, planes + r * count + j, p.plane_stride);
+      return;
+    }
     for (int64_t j = 0; j < count8; j += W) V::transpose8(row + j * W, W, tmp + j, count8);
     for (int64_t c = 0; c < nv; ++c) store_row(tmp + c * count8, count, dst, p.dst, off + c * p.dst.sc);
+  }
+
+  // Plane mode: each channel's finished plane goes out in one contiguous
+  // stream of non-temporal stores, which skip the read-for-ownership of
+  // lines that are overwritten whole (a third of a depthwise gradInput's
+  // memory traffic).
+  static void flush_planes(const DwClPlan& p, const float* planes, void* dst, int64_t n, int64_t ch0, int64_t nv,
+                           int64_t plane) {
+    if (!p.plane_stride) return;
+    const DwView& v = p.dst;
+    for (int64_t c = 0; c < nv; ++c)
+      V::stream_row(planes + c * p.plane_stride, plane, static_cast<float*>(dst) + v.off + n * v.sn + (ch0 + c) * v.sc);
+    V::store_fence();
   }
 
   // ---- fwd: y[o] = sum_t w[t] x[o*s + tap t] ----------------------------
@@ -158,31 +211,61 @@ struct DwClKernel {
     CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * W, acc[j]);
   }
 
+  // Grouped: lane o sums w[t][i][o] x[i] over taps t, then channels i.
+  template <int MB>
+  static void gfwd_cols(const float* xp, int64_t step, const float* w, const int64_t* toff, int64_t ntaps,
+                        int64_t cin, float* out) {
+    R acc[MB];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::zero();
+    for (int64_t t = 0; t < ntaps; ++t) {
+      const float* x = xp + toff[t];
+      const float* wt = w + t * cin * W;
+      for (int64_t i = 0; i < cin; ++i) {
+        const R wv = V::load(wt + i * W);
+        CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::fma(V::bcast(x + j * step + i), wv, acc[j]);
+      }
+    }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * W, acc[j]);
+  }
+
   static void fwd(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
-    const int64_t n = task / p.blocks, ch0 = task % p.blocks * W;
-    const int64_t nv = std::min<int64_t>(W, p.groups - ch0);
+    const int64_t n = task / p.blocks, bk = task % p.blocks;
+    const Chans ch = chans(p, bk);
     float* in = s + p.off_in;
     float* w = s + p.off_w;
     float* orow = s + p.off_row;
     float* tmp = s + p.off_tmp;
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
-    pack_plane(p, a, p.a, n, ch0, nv, in, tmp);
-    pack_w(p, b, ch0, nv, w, tmp);
+    pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
+    if (p.grouped)
+      pack_wg(p, b, bk, w, tmp);
+    else
+      pack_w(p, b, ch.in0, ch.nin, w, tmp);
     const int64_t ks = p.kd * p.kh * p.kw, row = p.rw * W, step = p.sw * W;
     const int64_t* toff = p.toff.data();
+    const int64_t ci = p.cin;
     for (int64_t od = 0; od < p.yd; ++od)
       for (int64_t oh = 0; oh < p.yh; ++oh) {
         const float* xr = in + (od * p.sd * p.lh + oh * p.sh) * row;
         int64_t o = 0;
-        for (; o + 8 <= p.yw; o += 8) fwd_cols<8>(xr + o * step, step, w, toff, ks, orow + o * W);
-        if (o + 4 <= p.yw) fwd_cols<4>(xr + o * step, step, w, toff, ks, orow + o * W), o += 4;
-        if (o + 2 <= p.yw) fwd_cols<2>(xr + o * step, step, w, toff, ks, orow + o * W), o += 2;
-        if (o < p.yw) fwd_cols<1>(xr + o * step, step, w, toff, ks, orow + o * W);
+        if (p.grouped) {
+          for (; o + 8 <= p.yw; o += 8) gfwd_cols<8>(xr + o * step, step, w, toff, ks, ci, orow + o * W);
+          if (o + 4 <= p.yw) gfwd_cols<4>(xr + o * step, step, w, toff, ks, ci, orow + o * W), o += 4;
+          if (o + 2 <= p.yw) gfwd_cols<2>(xr + o * step, step, w, toff, ks, ci, orow + o * W), o += 2;
+          if (o < p.yw) gfwd_cols<1>(xr + o * step, step, w, toff, ks, ci, orow + o * W);
+        } else {
+          for (; o + 8 <= p.yw; o += 8) fwd_cols<8>(xr + o * step, step, w, toff, ks, orow + o * W);
+          if (o + 4 <= p.yw) fwd_cols<4>(xr + o * step, step, w, toff, ks, orow + o * W), o += 4;
+          if (o + 2 <= p.yw) fwd_cols<2>(xr + o * step, step, w, toff, ks, orow + o * W), o += 2;
+          if (o < p.yw) fwd_cols<1>(xr + o * step, step, w, toff, ks, orow + o * W);
+        }
         prefetch_task_share(p, a, dst, task + p.ahead, od * p.yh + oh, p.yd * p.yh);
         const DwView& v = p.dst;
         // tmp rows are rewritten in full (yw8 columns) before each store.
-        unpack_row(p, orow, p.yw, p.yw8, dst, v.off + n * v.sn + ch0 * v.sc + od * v.sd + oh * v.sh, nv, tmp);
+        unpack_row(p, orow, p.yw, p.yw8, dst, v.off + n * v.sn + ch.out0 * v.sc + od * v.sd + oh * v.sh, ch.nout,
+                   tmp, od * p.yh + oh, s + p.off_plane);
       }
+    flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.yd * p.yh * p.yw);
   }
 
   // ---- bwd_data: dx[i] = sum over taps r with (i + p - r*d) % s == 0 of
@@ -209,16 +292,42 @@ struct DwClKernel {
     CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * ostep, acc[j]);
   }
 
+  // Grouped: lane o sums w[r][i][o] dy[i] over row taps, width taps, then
+  // channels i.
+  template <int MB>
+  static void gbwd_data_cols(const float* ybuf, const float* w, const RowTap* rt, int64_t nrt, const int64_t* taps,
+                             const int64_t* shift, int64_t ntaps, int64_t cin, int64_t m0, float* out,
+                             int64_t ostep) {
+    R acc[MB];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::zero();
+    for (int64_t t = 0; t < nrt; ++t) {
+      const float* yr = ybuf + rt[t].y + m0 * W;
+      for (int64_t u = 0; u < ntaps; ++u) {
+        const float* wr = w + (rt[t].w + taps[u]) * cin * W;
+        const float* y = yr + shift[u] * W;
+        for (int64_t i = 0; i < cin; ++i) {
+          const R wv = V::load(wr + i * W);
+          CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::fma(V::bcast(y + j * W + i), wv, acc[j]);
+        }
+      }
+    }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * ostep, acc[j]);
+  }
+
   static void bwd_data(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
-    const int64_t n = task / p.blocks, ch0 = task % p.blocks * W;
-    const int64_t nv = std::min<int64_t>(W, p.groups - ch0);
+    const int64_t n = task / p.blocks, bk = task % p.blocks;
+    const Chans ch = chans(p, bk);
     float* in = s + p.off_in;
     float* w = s + p.off_w;
     float* xrow = s + p.off_row;
     float* tmp = s + p.off_tmp;
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
-    pack_plane(p, a, p.a, n, ch0, nv, in, tmp);
-    pack_w(p, b, ch0, nv, w, tmp);
+    pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
+    if (p.grouped)
+      pack_wg(p, b, bk, w, tmp);
+    else
+      pack_w(p, b, ch.in0, ch.nin, w, tmp);
+    const int64_t ci = p.cin;
     const int64_t row = p.rw * W, ostep = p.sw * W;
     RowTap rt[kDwMaxRowTaps];
     for (int64_t id = 0; id < p.xd; ++id)
@@ -244,6 +353,15 @@ struct DwClKernel {
           // dx column of phase column m: m*sw + q - pw.
           float* out = xrow + ((lo * p.sw + q - p.pw) * W);
           int64_t m = 0;
+          if (p.grouped) {
+#define CONVBWD_DWCL_G(MB) gbwd_data_cols<MB>(in, w, rt, nrt, taps, shift, nt, ci, lo + m, out + m * ostep, ostep)
+            for (; m + 8 <= cnt; m += 8) CONVBWD_DWCL_G(8);
+            if (m + 4 <= cnt) CONVBWD_DWCL_G(4), m += 4;
+            if (m + 2 <= cnt) CONVBWD_DWCL_G(2), m += 2;
+            if (m < cnt) CONVBWD_DWCL_G(1);
+#undef CONVBWD_DWCL_G
+            continue;
+          }
           for (; m + 8 <= cnt; m += 8) bwd_data_cols<8>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep);
           if (m + 4 <= cnt) bwd_data_cols<4>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep), m += 4;
           if (m + 2 <= cnt) bwd_data_cols<2>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep), m += 2;
@@ -251,8 +369,10 @@ struct DwClKernel {
         }
         prefetch_task_share(p, a, dst, task + p.ahead, id * p.xh + ih, p.xd * p.xh);
         const DwView& v = p.dst;
-        unpack_row(p, xrow, p.xw, p.xw8, dst, v.off + n * v.sn + ch0 * v.sc + id * v.sd + ih * v.sh, nv, tmp);
+        unpack_row(p, xrow, p.xw, p.xw8, dst, v.off + n * v.sn + ch.out0 * v.sc + id * v.sd + ih * v.sh, ch.nout,
+                   tmp, id * p.xh + ih, s + p.off_plane);
       }
+    flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
   }
 
   // ---- bwd_weights: dw[t] = sum_{n, o} dy[o] x[o*s + tap t] ---------------
@@ -321,6 +441,87 @@ struct DwClKernel {
         }
   }
 
+  // ---- grouped bwd_weights: dw[k][c][t] = sum_{n, o} dy[o][k] x[o*s + t][c]
+  // Lanes are c. KB out-channels x NT taps of accumulators: per pixel NT x
+  // vectors and KB dy broadcasts feed KB*NT FMAs. Per (k, t) the order is
+  // n, then pixels, as for depthwise.
+  template <int KB, int NT>
+  static void gw_block(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t k0,
+                       float* acc) {
+    R a[KB][NT];
+    CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
+      CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::load(acc + (t * p.kg + k0 + k) * W);
+    const int64_t row = p.rw * W, step = p.sw * W;
+    int64_t to[NT];
+    for (int t = 0; t < NT; ++t) to[t] = toff[t];
+    for (int64_t od = 0; od < p.yd; ++od)
+      for (int64_t oh = 0; oh < p.yh; ++oh) {
+        const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
+        const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W + k0;
+        for (int64_t o = 0; o < p.yw; ++o) {
+          R x[NT];
+          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) x[t] = V::load(xr + o * step + to[t]);
+          CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k) {
+            const R dy = V::bcast(yr + o * W + k);
+            CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::fma(dy, x[t], a[k][t]);
+          }
+        }
+      }
+    CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
+      CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(acc + (t * p.kg + k0 + k) * W, a[k][t]);
+  }
+
+  template <int KB>
+  static void gw_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t nt,
+                      int64_t k0, float* acc) {
+    switch (nt) {
+      case 1: gw_block<KB, 1>(p, xbuf, ybuf, toff, k0, acc); break;
+      case 2: gw_block<KB, 2>(p, xbuf, ybuf, toff, k0, acc); break;
+      default: gw_block<KB, 3>(p, xbuf, ybuf, toff, k0, acc); break;
+    }
+  }
+
+  static void gbwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t g, float* s) {
+    float* xbuf = s + p.off_in;
+    float* ybuf = s + p.off_y;
+    float* acc = s + p.off_acc;
+    float* tmp = s + p.off_tmp;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    std::memset(acc, 0, static_cast<size_t>(ks * p.kg * W) * sizeof(float));
+    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
+    for (int64_t n = 0; n < p.n; ++n) {
+      pack_plane(p, b, p.b, n, g * p.cg, p.cg, xbuf, tmp);
+      pack_dy(p, a, n, g * p.kg, p.kg, ybuf, tmp);
+      if (n + 1 < p.n) {
+        prefetch(b, p.b, n + 1, g * p.cg, p.cg, p.xd, p.xh, p.xw);
+        prefetch(a, p.a, n + 1, g * p.kg, p.kg, p.yd, p.yh, p.yw);
+      }
+      for (int64_t t0 = 0; t0 < ks; t0 += 3) {
+        const int64_t nt = std::min<int64_t>(3, ks - t0);
+        for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
+          const int64_t* toff = p.toff.data() + t0;
+          float* am = acc + t0 * p.kg * W;
+          switch (std::min<int64_t>(4, p.kg - k0)) {
+            case 1: gw_taps<1>(p, xbuf, ybuf, toff, nt, k0, am); break;
+            case 2: gw_taps<2>(p, xbuf, ybuf, toff, nt, k0, am); break;
+            case 3: gw_taps<3>(p, xbuf, ybuf, toff, nt, k0, am); break;
+            default: gw_taps<4>(p, xbuf, ybuf, toff, nt, k0, am); break;
+          }
+        }
+      }
+    }
+    const DwView& v = p.dst;
+    float* vals = tmp;
+    for (int64_t k = 0; k < p.kg; ++k)
+      for (int64_t c = 0; c < p.cg; ++c)
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            const int64_t t0 = (rd * p.kh + rh) * p.kw;
+            for (int64_t r = 0; r < p.kw; ++r) vals[r] = acc[((t0 + r) * p.kg + k) * W + c];
+            store_row(vals, p.kw, dst, v, v.off + (g * p.kg + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh);
+          }
+  }
+
   // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw8][lane], unpadded.
   static void pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out,
                       float* tmp) {
@@ -341,7 +542,12 @@ struct DwClKernel {
     switch (p.op) {
       case Op::fwd: fwd(p, a, b, dst, t, s); return;
       case Op::bwd_data: bwd_data(p, a, b, dst, t, s); return;
-      case Op::bwd_weights: bwd_weights(p, a, b, dst, t, s); return;
+      case Op::bwd_weights:
+        if (p.grouped)
+          gbwd_weights(p, a, b, dst, t, s);
+        else
+          bwd_weights(p, a, b, dst, t, s);
+        return;
       case Op::bias: return;
     }
   }

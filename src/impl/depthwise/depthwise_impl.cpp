@@ -239,7 +239,13 @@ class DepthwiseClKernel final : public OpKernel {
   int threads_;
 };
 
-// Channel-blocked plan for true depthwise layers (see depthwise_cl.hpp).
+// Grouped layers take the channel-blocked path when a group's channels fill
+// at least 6 of the 8 lanes on both sides (ResNeXt: 8 -> 8); smaller groups
+// waste lanes there and vectorize better along the rows (depthwise_direct).
+constexpr int64_t kClMinGroup = 6;
+
+// Channel-blocked plan for depthwise and small-group layers (see
+// depthwise_cl.hpp).
 std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
   if (op.op == Op::bias) {
@@ -251,9 +257,10 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
       *why = "dtype " + std::string(to_string(v->dtype)) + " is not f32, f16 or bf16";
       return nullptr;
     }
-  if (g.c != 1 || g.k != 1) {
+  const bool grouped = !(g.c == 1 && g.k == 1);
+  if (grouped && !(g.c >= kClMinGroup && g.c <= kDwLanes && g.k >= kClMinGroup && g.k <= kDwLanes)) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
-           " channels; this path takes one channel per group";
+           " channels; this path takes one channel per group, or 6 to 8 on each side";
     return nullptr;
   }
   if (reduction_length(op) == 0 || op.a.empty() || op.b.empty() || op.dst.empty() || g.spatial < 1 ||
@@ -266,7 +273,12 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   p.rounding = op.rounding;
   p.n = g.n;
   p.groups = g.groups;
-  p.blocks = (g.groups + kDwLanes - 1) / kDwLanes;
+  p.blocks = grouped ? g.groups : (g.groups + kDwLanes - 1) / kDwLanes;
+  p.grouped = grouped;
+  p.cg = g.c;
+  p.kg = g.k;
+  p.cin = op.op == Op::bwd_data ? g.k : g.c;
+  p.cout = op.op == Op::fwd ? g.k : g.c;
   const int sp = g.spatial;
   int64_t* xs[3] = {&p.xd, &p.xh, &p.xw};
   int64_t* ys[3] = {&p.yd, &p.yh, &p.yw};
@@ -361,10 +373,22 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   const int64_t out_row = op.op == Op::fwd ? p.yw8 : p.xw8;
   p.off_in = region(p.ld * p.lh * p.rw * W);
   p.off_y = region(op.op == Op::bwd_weights ? p.yd * p.yh * p.yw8 * W : 0);
-  p.off_w = region(op.op == Op::bwd_weights ? 0 : ks * W);
+  p.off_w = region(op.op == Op::bwd_weights ? 0 : ks * p.cin * W);
   p.off_row = region(op.op == Op::bwd_weights ? 0 : out_row * W);
   p.off_tmp = region(W * std::max({p.srcw8, p.yw8, p.xw8, dw_round_up(p.kw, W)}));
-  p.off_acc = region(op.op == Op::bwd_weights ? ks * W : 0);
+  p.off_acc = region(op.op == Op::bwd_weights ? ks * p.kg * W : 0);
+  if (op.op != Op::bwd_weights && p.dst.dtype == DataType::f32) {
+    const int64_t od = op.op == Op::fwd ? p.yd : p.xd, oh = op.op == Op::fwd ? p.yh : p.xh;
+    const int64_t ow = op.op == Op::fwd ? p.yw : p.xw;
+    const bool planes_contiguous = p.dst.sw == 1 && (oh == 1 || p.dst.sh == ow) && (od == 1 || p.dst.sd == oh * ow);
+    // Eight planes plus the slack one row's vector tail spills into; beyond
+    // about 1 MiB the buffer would leave L2 and row mode is as good.
+    const int64_t stride = dw_round_up(od * oh * ow, 16) + 16;
+    if (planes_contiguous && W * stride * 4 <= (int64_t{1} << 20)) {
+      p.plane_stride = stride;
+      p.off_plane = region(W * stride);
+    }
+  }
   p.scratch_floats = at;
   const size_t budget = std::max<size_t>({bytes_of(op.a), bytes_of(op.b), size_t{64} << 20});
   if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {

@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -99,6 +100,28 @@ struct VecAvx2 {
     store(out + 6 * os, _mm256_permute2f128_ps(r[2], r[6], 0x31));
     store(out + 7 * os, _mm256_permute2f128_ps(r[3], r[7], 0x31));
   }
+
+  // out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal
+  // stores and the partial lines at either end with ordinary ones (a line
+  // another task also writes is never streamed).
+  static void stream_row(const float* in, int64_t n, float* out) {
+    const auto addr = reinterpret_cast<uintptr_t>(out);
+    if (addr % 4 != 0) {
+      std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    const int64_t mis = static_cast<int64_t>(addr % 64 / 4);
+    const int64_t head = std::min<int64_t>(n, mis ? 16 - mis : 0);
+    int64_t i = 0;
+    for (; i < head; ++i) out[i] = in[i];
+    for (; i + 16 <= n; i += 16) {
+      _mm256_stream_ps(out + i, load(in + i));
+      _mm256_stream_ps(out + i + 8, load(in + i + 8));
+    }
+    for (; i < n; ++i) out[i] = in[i];
+  }
+  // Orders the non-temporal stores before the task's completion is published.
+  static void store_fence() { _mm_sfence(); }
 
   static R from_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -67,6 +67,10 @@ struct VecScalar {
       for (int j = 0; j < 8; ++j) t[j][i] = in[i * is + j];
     for (int j = 0; j < 8; ++j) std::memcpy(out + j * os, t[j], sizeof t[j]);
   }
+  static void stream_row(const float* in, int64_t n, float* out) {
+    std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+  }
+  static void store_fence() {}
   static R from(const void* base, DataType dt, int64_t i) {
     R r;
     dw_load_row_generic(base, dt, i, 1, 8, OperandRounding::none, r.v);
