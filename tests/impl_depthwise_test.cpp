@@ -1,12 +1,15 @@
-// The depthwise/grouped direct implementation against the reference: every op
+// The depthwise/grouped implementations (depthwise_cl8 for one channel per
+// group, depthwise_direct for the rest) against the reference: every op
 // (bwd_data, fwd for transposed, bwd_weights), 1D/2D/3D, stride, dilation,
-// asymmetric padding, width tails, every dtype and rounding, strided views,
-// each ISA this CPU has, and identical bits for 1 and 2 threads.
+// asymmetric padding, width tails, group counts not a multiple of 8, every
+// dtype and rounding, strided views, each ISA this CPU has, and identical
+// bits for 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "impl/implementation.hpp"
@@ -51,7 +54,45 @@ const char* const kGeometries[] = {
     "mb2g6ic12ih4iw9oc6kh2kw2sh2sw2_tr",
     "mb2g3ic3iw10oc3kw4sw3pw1dw2_tr",
     "mb1g2ic2id3ih4iw5oc4kd3kh3kw3sd2sh2sw2pd1ph1pw1_tr",
+    // One channel per group (depthwise_cl8): group counts around the 8-lane
+    // block, stride 3, stride above the kernel, taps beyond one register
+    // block (25), large trailing padding, 1D/3D and transposed.
+    "mb2g16ic16ih14iw14oc16kh3kw3sh2sw2ph1pw1",
+    "mb1g9ic9ih7iw30oc9kh3kw3sh3sw3ph1pw2",
+    "mb1g17ic17ih6iw9oc17kh3kw3ph1pw1",
+    "mb1g8ic8ih9iw11oc8kh5kw5ph2pw2",
+    "mb1g8ic8ih9iw20oc8kh2kw2sh3sw3",
+    "mb1g8ic8ih6iw6oc8kh3kw3ph1pw1phr3pwr4",
+    "mb1g10ic10id4ih5iw19oc10kd3kh3kw3sd2sh1sw2pd1ph1pw1",
+    "mb2g12ic12iw50oc12kw7sw2pw3dw2",
+    "mb1g8ic8ih7iw9oc8kh3kw3dh2dw3ph2pw3phr0pwr1",
+    "mb2g9ic9ih5iw6oc9kh3kw3sh2sw2ph1pw1_tr",
+    "mb1g8ic8ih4iw10oc8kh3kw4sh3sw3ph2pw1_tr",
+    // 6 to 8 channels per group on each side (depthwise_cl8, grouped mode):
+    // ResNeXt's 8 -> 8, out-channel blocks of 4 with a remainder (6), 7
+    // channels (a lane unused), 25 taps, strides, 3D and transposed.
+    "mb2g2ic16ih6iw11oc16kh3kw3ph1pw1",
+    "mb1g3ic21ih5iw9oc24kh3kw3sh2sw2ph1pw1",
+    "mb1g2ic16ih5iw6oc12kh3kw3ph1pw1",
+    "mb1g2ic12ih5iw6oc16kh3kw3sh2ph1pw0",
+    "mb1g2ic16ih7iw7oc16kh5kw5ph2pw2",
+    "mb1g2ic16id3ih4iw5oc16kd3kh3kw3pd1ph1pw1",
+    "mb2g2ic16ih5iw6oc16kh3kw3sh2sw2ph1pw1_tr",
+    "mb1g2ic14ih4iw9oc16kh2kw3sw3dw2pw2_tr",
 };
+
+// One channel per group, or 6 to 8 on each side (the lanes mostly filled).
+bool takes_cl8(const detail::Geometry& g) {
+  return (g.c == 1 && g.k == 1) || (g.c >= 6 && g.c <= 8 && g.k >= 6 && g.k <= 8);
+}
+
+// The implementation the registry should pick for a geometry's gradInput
+// and gradWeight: one channel per group goes to the channel-blocked kernels.
+std::string expected_impl(const Problem& p) {
+  auto s = detail::validate(p);
+  if (!s) return "invalid";
+  return takes_cl8(s.value().op_for(Gradient::weight).geo) ? "depthwise_cl8" : "depthwise_direct";
+}
 
 Problem parse(const std::string& d) {
   auto p = Problem::parse(d);
@@ -64,8 +105,8 @@ void expect_pass(const std::string& desc, const CheckOptions& opt) {
   const Problem p = parse(desc);
   auto plan = Plan::create(p);
   ASSERT_TRUE(plan) << plan.error().message;
-  EXPECT_EQ(plan->implementation(Gradient::input), "depthwise_direct");
-  EXPECT_EQ(plan->implementation(Gradient::weight), "depthwise_direct");
+  EXPECT_EQ(plan->implementation(Gradient::input), expected_impl(p));
+  EXPECT_EQ(plan->implementation(Gradient::weight), expected_impl(p));
   const Comparison c = check_against_reference(p, opt);
   EXPECT_TRUE(c.pass) << desc << ": " << c.first_failure;
 }
@@ -93,6 +134,24 @@ TEST(DepthwiseDirect, StridedViews) {
         expect_pass(std::string(g) + "_dtbf16:f32:f16", o);
         expect_pass(g, o);
       }
+}
+
+// The benchmark suite's depthwise and grouped rows (issue 4) take these
+// paths in every dtype.
+TEST(DepthwiseDirect, SuiteRowsPickDepthwise) {
+  const std::pair<const char*, const char*> kRows[] = {
+      {"mb8g144ic144ih56oc144kh3ph1", "depthwise_cl8"},
+      {"mb8g192ic192ih28oc192kh3sh2ph1", "depthwise_cl8"},
+      {"mb8g32ic256ih28oc256kh3ph1", "depthwise_cl8"},
+  };
+  for (const auto& [desc, impl] : kRows)
+    for (const char* sfx : {"", "_dtbf16", "_dtf16"}) {
+      const Problem p = parse(std::string(desc) + sfx);
+      auto plan = Plan::create(p);
+      ASSERT_TRUE(plan) << desc;
+      EXPECT_EQ(plan->implementation(Gradient::input), impl) << desc << sfx;
+      EXPECT_EQ(plan->implementation(Gradient::weight), impl) << desc << sfx;
+    }
 }
 
 TEST(DepthwiseDirect, DeclinesLargeGroups) {
@@ -143,13 +202,14 @@ struct Direct {
   }
 
   // The output storage after running the implementation (nullopt: declined).
-  std::vector<unsigned char> run(Gradient g, Isa isa, int threads, detail::ThreadPool& pool) const {
+  std::vector<unsigned char> run(Gradient g, Isa isa, int threads, detail::ThreadPool& pool,
+                                 const detail::Implementation& impl = detail::kDepthwiseDirectImpl) const {
     const detail::OpSpec op = spec.op_for(g);
     detail::PlanContext ctx;
     ctx.isa = isa;
     ctx.threads = threads;
     std::string why;
-    auto k = detail::kDepthwiseDirectImpl.plan(op, ctx, &why);
+    auto k = impl.plan(op, ctx, &why);
     EXPECT_TRUE(k) << problem.descriptor() << ": declined: " << why;
     if (!k) return {};
     std::vector<std::byte> ws(k->workspace_bytes() + 64);
@@ -172,6 +232,14 @@ struct Direct {
   }
 };
 
+// The implementations that take a problem: depthwise_direct always, and
+// depthwise_cl8 where it does (so both stay covered there).
+std::vector<const detail::Implementation*> impls_for(const Direct& d) {
+  std::vector<const detail::Implementation*> v{&detail::kDepthwiseDirectImpl};
+  if (takes_cl8(d.spec.op_for(Gradient::weight).geo)) v.push_back(&detail::kDepthwiseClImpl);
+  return v;
+}
+
 std::vector<Isa> isas() {
   std::vector<Isa> v{Isa::scalar};
   if (detail::detected_isa() >= Isa::avx2) v.push_back(Isa::avx2);
@@ -190,11 +258,12 @@ TEST(DepthwiseDirect, ExactPerIsa) {
         Direct d(desc, layout, Fill::small_ints);
         for (Gradient g : {Gradient::input, Gradient::weight}) {
           const auto want = d.reference(g);
-          for (Isa isa : isas()) {
-            const auto got = d.run(g, isa, 2, pool);
-            EXPECT_TRUE(got == want) << desc << " " << to_string(layout) << " grad " << static_cast<int>(g) << " isa "
-                                     << detail::to_string(isa);
-          }
+          for (Isa isa : isas())
+            for (const detail::Implementation* impl : impls_for(d)) {
+              const auto got = d.run(g, isa, 2, pool, *impl);
+              EXPECT_TRUE(got == want) << desc << " " << to_string(layout) << " grad " << static_cast<int>(g)
+                                       << " isa " << detail::to_string(isa) << " " << impl->name;
+            }
         }
       }
   if (detail::detected_isa() < Isa::avx2) GTEST_SKIP() << "AVX2 not available: only the scalar kernels ran";
@@ -207,11 +276,13 @@ TEST(DepthwiseDirect, ThreadCountDoesNotChangeBits) {
     Direct d(std::string(geo) + "_dtf16:f32:bf16", Layout::contiguous, Fill::uniform);
     Direct f(geo, Layout::padded, Fill::uniform);
     for (Gradient g : {Gradient::input, Gradient::weight})
-      for (Isa isa : isas()) {
-        EXPECT_TRUE(d.run(g, isa, 1, pool) == d.run(g, isa, 2, pool)) << geo << " grad " << static_cast<int>(g);
-        EXPECT_TRUE(f.run(g, isa, 1, pool) == f.run(g, isa, 2, pool)) << geo << " grad " << static_cast<int>(g);
-        EXPECT_TRUE(f.run(g, isa, 2, pool) == f.run(g, isa, 3, pool)) << geo << " grad " << static_cast<int>(g);
-      }
+      for (Isa isa : isas())
+        for (const detail::Implementation* impl : impls_for(d)) {
+          const auto& m = *impl;
+          EXPECT_TRUE(d.run(g, isa, 1, pool, m) == d.run(g, isa, 2, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name;
+          EXPECT_TRUE(f.run(g, isa, 1, pool, m) == f.run(g, isa, 2, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name;
+          EXPECT_TRUE(f.run(g, isa, 2, pool, m) == f.run(g, isa, 3, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name;
+        }
   }
 }
 
@@ -225,7 +296,9 @@ TEST(DepthwiseDirect, UnreadInfStaysOut) {
     for (int64_t i = cols - 1; i < d.in.elements(); i += cols)  // the last column of every row
       detail::store_from_double(d.in.data(), d.in.storage_index(i), d.in.desc.dtype, HUGE_VAL);
     const auto want = d.reference(Gradient::weight);
-    for (Isa isa : isas()) EXPECT_TRUE(d.run(Gradient::weight, isa, 1, pool) == want) << desc;
+    for (Isa isa : isas())
+      for (const detail::Implementation* impl : impls_for(d))
+        EXPECT_TRUE(d.run(Gradient::weight, isa, 1, pool, *impl) == want) << desc << " " << impl->name;
   }
 }
 

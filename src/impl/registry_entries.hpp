@@ -7,6 +7,7 @@ namespace convbwd::detail {
 
 extern const Implementation kZerosImpl;
 extern const Implementation kDepthwiseDirectImpl;  // src/impl/depthwise
+extern const Implementation kDepthwiseClImpl;      // src/impl/depthwise
 extern const Implementation kBiasReduceImpl;       // src/impl/bias
 extern const Implementation kSmallChannelsBwdDataImpl;     // src/impl/small_channels
 extern const Implementation kSmallChannelsBwdWeightsImpl;  // src/impl/small_channels

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "impl/depthwise/depthwise_cl.hpp"
 #include "impl/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
 #include "impl/nonfinite/nonfinite.hpp"
@@ -227,8 +229,191 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   return std::make_unique<DepthwiseKernel>(p, fn, threads);
 }
 
+using ClTaskFn = void (*)(const DwClPlan&, const void*, const void*, void*, int64_t, float*);
+
+class DepthwiseClKernel final : public OpKernel {
+ public:
+  DepthwiseClKernel(DwClPlan p, ClTaskFn fn, int threads) : p_(std::move(p)), fn_(fn), threads_(threads) {}
+  size_t workspace_bytes() const override {
+    return p_.scratch_floats * sizeof(float) * static_cast<size_t>(threads_);
+  }
+  void run(const OpArgs& args, ThreadPool& pool) const override {
+    auto* ws = reinterpret_cast<float*>(args.workspace);
+    pool.parallel_for(p_.tasks, threads_, [&](int64_t t, int th) {
+      fn_(p_, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
+    });
+  }
+
+ private:
+  DwClPlan p_;
+  ClTaskFn fn_;
+  int threads_;
+};
+
+// Grouped layers take the channel-blocked path when a group's channels fill
+// at least 6 of the 8 lanes on both sides (ResNeXt: 8 -> 8); smaller groups
+// waste lanes there and vectorize better along the rows (depthwise_direct).
+constexpr int64_t kClMinGroup = 6;
+
+// Channel-blocked plan for depthwise and small-group layers (see
+// depthwise_cl.hpp).
+std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext& ctx, std::string* why) {
+  const Geometry& g = op.geo;
+  if (op.op == Op::bias) {
+    *why = "not a convolution";
+    return nullptr;
+  }
+  for (const View* v : {&op.a, &op.b, &op.dst})
+    if (!supported_dtype(v->dtype)) {
+      *why = "dtype " + std::string(to_string(v->dtype)) + " is not f32, f16 or bf16";
+      return nullptr;
+    }
+  const bool grouped = !(g.c == 1 && g.k == 1);
+  if (grouped && !(g.c >= kClMinGroup && g.c <= kDwLanes && g.k >= kClMinGroup && g.k <= kDwLanes)) {
+    *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
+           " channels; this path takes one channel per group, or 6 to 8 on each side";
+    return nullptr;
+  }
+  if (reduction_length(op) == 0 || op.a.empty() || op.b.empty() || op.dst.empty() || g.spatial < 1 ||
+      g.spatial > 3) {
+    *why = "empty extents are left to the zeros and reference paths";
+    return nullptr;
+  }
+  DwClPlan p;
+  p.op = op.op;
+  p.rounding = op.rounding;
+  p.n = g.n;
+  p.groups = g.groups;
+  p.blocks = grouped ? g.groups : (g.groups + kDwLanes - 1) / kDwLanes;
+  p.grouped = grouped;
+  p.cg = g.c;
+  p.kg = g.k;
+  p.cin = op.op == Op::bwd_data ? g.k : g.c;
+  p.cout = op.op == Op::fwd ? g.k : g.c;
+  const int sp = g.spatial;
+  int64_t* xs[3] = {&p.xd, &p.xh, &p.xw};
+  int64_t* ys[3] = {&p.yd, &p.yh, &p.yw};
+  int64_t* kss[3] = {&p.kd, &p.kh, &p.kw};
+  int64_t* ss[3] = {&p.sd, &p.sh, &p.sw};
+  int64_t* ds[3] = {&p.dd, &p.dh, &p.dw};
+  int64_t* ps[3] = {&p.pd, &p.ph, &p.pw};
+  for (int i = 0; i < sp; ++i) {
+    const int j = 3 - sp + i;
+    if (g.pad_before[i] < 0) {
+      *why = "negative padding";
+      return nullptr;
+    }
+    *xs[j] = g.xsize[i];
+    *ys[j] = g.ysize[i];
+    *kss[j] = g.ksize[i];
+    *ss[j] = g.stride[i];
+    *ds[j] = g.dilation[i];
+    *ps[j] = g.pad_before[i];
+  }
+  const int64_t ks = p.kd * p.kh * p.kw;
+  if (p.kd * p.kh > kDwMaxRowTaps || ks > 4096) {
+    *why = "more than " + std::to_string(kDwMaxRowTaps) + " depth x height kernel taps or 4096 taps";
+    return nullptr;
+  }
+  p.a = view_of(op.a, sp);
+  p.b = view_of(op.b, sp);
+  p.dst = view_of(op.dst, sp);
+  const int64_t W = kDwLanes;
+  p.yw8 = dw_round_up(p.yw, W);
+  p.xw8 = dw_round_up(p.xw, W);
+  // Padded extent of x read by the taps: (y-1)*s + (k-1)*d + 1.
+  auto xspan = [](int64_t y, int64_t s, int64_t k, int64_t d) { return (y - 1) * s + (k - 1) * d + 1; };
+  // dy leading padding A = ceil(max(0, (k-1)*d - p) / s), so that every tap
+  // reads dy column (i + p - r*d)/s + A >= 0; extent (x-1+p)/s + A + 1.
+  auto ylead = [](int64_t s, int64_t k, int64_t d, int64_t pad) {
+    return std::max<int64_t>(0, (k - 1) * d - pad + s - 1) / s;
+  };
+  if (op.op == Op::bwd_data) {
+    p.bd = ylead(p.sd, p.kd, p.dd, p.pd);
+    p.bh = ylead(p.sh, p.kh, p.dh, p.ph);
+    p.bw = ylead(p.sw, p.kw, p.dw, p.pw);
+    p.ld = (p.xd - 1 + p.pd) / p.sd + p.bd + 1;
+    p.lh = (p.xh - 1 + p.ph) / p.sh + p.bh + 1;
+    const int64_t lw = (p.xw - 1 + p.pw) / p.sw + p.bw + 1;
+    p.srcd = p.yd;
+    p.srch = p.yh;
+    p.srcw = p.yw;
+    p.srcw8 = p.yw8;
+    p.rw = std::max(lw, p.bw + p.srcw8);
+    for (int64_t q = 0; q < p.sw; ++q) {
+      // dx columns i = m*sw + q - pw in [0, xw).
+      const int64_t lo = q >= p.pw ? 0 : (p.pw - q + p.sw - 1) / p.sw;
+      const int64_t end = p.pw + p.xw - q;
+      const int64_t hi = end > 0 ? (end - 1) / p.sw + 1 : 0;
+      p.phase_lo.push_back(lo);
+      p.phase_count.push_back(std::max<int64_t>(0, hi - lo));
+      p.phase_begin.push_back(static_cast<int64_t>(p.phase_tap.size()));
+      for (int64_t r = 0; r < p.kw; ++r)
+        if (r * p.dw % p.sw == q) {
+          p.phase_tap.push_back(r);
+          p.phase_shift.push_back(p.bw - (r * p.dw - q) / p.sw);
+        }
+    }
+    p.phase_begin.push_back(static_cast<int64_t>(p.phase_tap.size()));
+  } else {
+    p.bd = p.pd;
+    p.bh = p.ph;
+    p.bw = p.pw;
+    p.ld = xspan(p.yd, p.sd, p.kd, p.dd);
+    p.lh = xspan(p.yh, p.sh, p.kh, p.dh);
+    const int64_t lw = xspan(p.yw, p.sw, p.kw, p.dw);
+    p.srcd = p.xd;
+    p.srch = p.xh;
+    p.srcw = p.xw;
+    p.srcw8 = p.xw8;
+    p.rw = std::max(lw, p.bw + p.srcw8);
+    for (int64_t rd = 0; rd < p.kd; ++rd)
+      for (int64_t rh = 0; rh < p.kh; ++rh)
+        for (int64_t r = 0; r < p.kw; ++r)
+          p.toff.push_back(((rd * p.dd * p.lh + rh * p.dh) * p.rw + r * p.dw) * W);
+  }
+  const int threads = std::max(1, ctx.threads);
+  p.tasks = op.op == Op::bwd_weights ? p.blocks : p.n * p.blocks;
+  p.ahead = threads;
+  size_t at = 0;
+  auto region = [&](int64_t floats) {
+    const size_t start = at;
+    at += static_cast<size_t>(dw_round_up(floats, 16));
+    return start;
+  };
+  const int64_t out_row = op.op == Op::fwd ? p.yw8 : p.xw8;
+  p.off_in = region(p.ld * p.lh * p.rw * W);
+  p.off_y = region(op.op == Op::bwd_weights ? p.yd * p.yh * p.yw8 * W : 0);
+  p.off_w = region(op.op == Op::bwd_weights ? 0 : ks * p.cin * W);
+  p.off_row = region(op.op == Op::bwd_weights ? 0 : out_row * W);
+  p.off_tmp = region(W * std::max({p.srcw8, p.yw8, p.xw8, dw_round_up(p.kw, W)}));
+  p.off_acc = region(op.op == Op::bwd_weights ? ks * p.kg * W : 0);
+  if (op.op != Op::bwd_weights && p.dst.dtype == DataType::f32) {
+    const int64_t od = op.op == Op::fwd ? p.yd : p.xd, oh = op.op == Op::fwd ? p.yh : p.xh;
+    const int64_t ow = op.op == Op::fwd ? p.yw : p.xw;
+    const bool planes_contiguous = p.dst.sw == 1 && (oh == 1 || p.dst.sh == ow) && (od == 1 || p.dst.sd == oh * ow);
+    // Eight planes plus the slack one row's vector tail spills into; beyond
+    // about 1 MiB the buffer would leave L2 and row mode is as good.
+    const int64_t stride = dw_round_up(od * oh * ow, 16) + 16;
+    if (planes_contiguous && W * stride * 4 <= (int64_t{1} << 20)) {
+      p.plane_stride = stride;
+      p.off_plane = region(W * stride);
+    }
+  }
+  p.scratch_floats = at;
+  const size_t budget = std::max<size_t>({bytes_of(op.a), bytes_of(op.b), size_t{64} << 20});
+  if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {
+    *why = "per-thread scratch of " + std::to_string(p.scratch_floats * sizeof(float)) +
+           " bytes exceeds the workspace budget";
+    return nullptr;
+  }
+  const ClTaskFn fn = ctx.isa >= Isa::avx2 ? &depthwise_cl_task_avx2 : &depthwise_cl_task_scalar;
+  return std::make_unique<DepthwiseClKernel>(std::move(p), fn, threads);
+}
+
 }  // namespace
 
 const Implementation kDepthwiseDirectImpl = {"depthwise_direct", &plan_depthwise};
+const Implementation kDepthwiseClImpl = {"depthwise_cl8", &plan_depthwise_cl};
 
 }  // namespace convbwd::detail

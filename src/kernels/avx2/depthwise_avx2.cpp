@@ -1,11 +1,17 @@
 // The depthwise/grouped direct kernels on AVX2+FMA+F16C.
 #include "kernels/avx2/depthwise_simd_avx2.hpp"
 #include "impl/depthwise/depthwise_kernel.hpp"
+#include "impl/depthwise/depthwise_cl_kernel.hpp"
 
 namespace convbwd::detail {
 
 void depthwise_task_avx2(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch) {
   DwKernel<VecAvx2>::task(p, a, b, dst, task, scratch);
+}
+
+void depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                            float* scratch) {
+  DwClKernel<VecAvx2>::task(p, a, b, dst, task, scratch);
 }
 
 }  // namespace convbwd::detail

@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -68,6 +69,59 @@ struct VecAvx2 {
       b[i] = in[2 * i + 1];
     }
   }
+
+  // out[j*os + i] = in[i*is + j] for i, j < 8: the classic unpack /
+  // shuffle / 128-bit permute network (24 shuffles per 64 floats).
+  static void transpose8(const float* in, int64_t is, float* out, int64_t os) {
+    R r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = load(in + i * is);
+    t[0] = _mm256_unpacklo_ps(r[0], r[1]);
+    t[1] = _mm256_unpackhi_ps(r[0], r[1]);
+    t[2] = _mm256_unpacklo_ps(r[2], r[3]);
+    t[3] = _mm256_unpackhi_ps(r[2], r[3]);
+    t[4] = _mm256_unpacklo_ps(r[4], r[5]);
+    t[5] = _mm256_unpackhi_ps(r[4], r[5]);
+    t[6] = _mm256_unpacklo_ps(r[6], r[7]);
+    t[7] = _mm256_unpackhi_ps(r[6], r[7]);
+    r[0] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[1] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[2] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[3] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(1, 0, 1, 0));
+    r[5] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(3, 2, 3, 2));
+    r[6] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(1, 0, 1, 0));
+    r[7] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(3, 2, 3, 2));
+    store(out + 0 * os, _mm256_permute2f128_ps(r[0], r[4], 0x20));
+    store(out + 1 * os, _mm256_permute2f128_ps(r[1], r[5], 0x20));
+    store(out + 2 * os, _mm256_permute2f128_ps(r[2], r[6], 0x20));
+    store(out + 3 * os, _mm256_permute2f128_ps(r[3], r[7], 0x20));
+    store(out + 4 * os, _mm256_permute2f128_ps(r[0], r[4], 0x31));
+    store(out + 5 * os, _mm256_permute2f128_ps(r[1], r[5], 0x31));
+    store(out + 6 * os, _mm256_permute2f128_ps(r[2], r[6], 0x31));
+    store(out + 7 * os, _mm256_permute2f128_ps(r[3], r[7], 0x31));
+  }
+
+  // out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal
+  // stores and the partial lines at either end with ordinary ones (a line
+  // another task also writes is never streamed).
+  static void stream_row(const float* in, int64_t n, float* out) {
+    const auto addr = reinterpret_cast<uintptr_t>(out);
+    if (addr % 4 != 0) {
+      std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    const int64_t mis = static_cast<int64_t>(addr % 64 / 4);
+    const int64_t head = std::min<int64_t>(n, mis ? 16 - mis : 0);
+    int64_t i = 0;
+    for (; i < head; ++i) out[i] = in[i];
+    for (; i + 16 <= n; i += 16) {
+      _mm256_stream_ps(out + i, load(in + i));
+      _mm256_stream_ps(out + i + 8, load(in + i + 8));
+    }
+    for (; i < n; ++i) out[i] = in[i];
+  }
+  // Orders the non-temporal stores before the task's completion is published.
+  static void store_fence() { _mm_sfence(); }
 
   static R from_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

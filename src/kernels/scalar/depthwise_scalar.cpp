@@ -1,11 +1,17 @@
 // The depthwise/grouped direct kernels in portable C++.
 #include "kernels/scalar/depthwise_simd_scalar.hpp"
 #include "impl/depthwise/depthwise_kernel.hpp"
+#include "impl/depthwise/depthwise_cl_kernel.hpp"
 
 namespace convbwd::detail {
 
 void depthwise_task_scalar(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch) {
   DwKernel<VecScalar>::task(p, a, b, dst, task, scratch);
+}
+
+void depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                            float* scratch) {
+  DwClKernel<VecScalar>::task(p, a, b, dst, task, scratch);
 }
 
 }  // namespace convbwd::detail

@@ -59,6 +59,18 @@ struct VecScalar {
       b[i] = in[2 * i + 1];
     }
   }
+  // out[j*os + i] = in[i*is + j] for i, j < 8 (through a copy: in and out
+  // never overlap in the kernels, but the copy keeps that off the contract).
+  static void transpose8(const float* in, int64_t is, float* out, int64_t os) {
+    float t[8][8];
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j) t[j][i] = in[i * is + j];
+    for (int j = 0; j < 8; ++j) std::memcpy(out + j * os, t[j], sizeof t[j]);
+  }
+  static void stream_row(const float* in, int64_t n, float* out) {
+    std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+  }
+  static void store_fence() {}
   static R from(const void* base, DataType dt, int64_t i) {
     R r;
     dw_load_row_generic(base, dt, i, 1, 8, OperandRounding::none, r.v);

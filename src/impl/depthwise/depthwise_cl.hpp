@@ -1,0 +1,64 @@
+// Plan data of the channel-blocked depthwise implementation ("depthwise_cl8"):
+// true depthwise layers (one in- and one out-channel per group), eight groups
+// per vector. NCHW rows of eight channels are transposed into a channels-last
+// plane in scratch, so that every lane does useful work whatever the row
+// width or stride (the row-vectorized depthwise_direct wastes lanes on short
+// rows, e.g. 14 outputs of a stride-2 layer, and pays per-row overhead per
+// channel). Everything is computed once at plan time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "impl/depthwise/depthwise_plan.hpp"
+
+namespace convbwd::detail {
+
+struct DwClPlan {
+  Op op = Op::fwd;
+  OperandRounding rounding = OperandRounding::none;
+  int64_t n = 0, groups = 0, blocks = 0;  // blocks: groups / 8 rounded up (depthwise), or groups
+  // Grouped mode: up to 8 channels per group on each side, lanes = the
+  // channels of one group on the op's output side (fwd: k, bwd_data and
+  // bwd_weights: c), the input side's channels broadcast one at a time.
+  bool grouped = false;
+  int64_t cg = 1, kg = 1;      // channels per group: x side, y side
+  int64_t cin = 1, cout = 1;   // per group on the op's input and output side
+  int64_t xd = 1, xh = 1, xw = 1, yd = 1, yh = 1, yw = 1, kd = 1, kh = 1, kw = 1;
+  int64_t sd = 1, sh = 1, sw = 1, dd = 1, dh = 1, dw = 1, pd = 0, ph = 0, pw = 0;
+  DwView a, b, dst;
+
+  // The padded channels-last input plane (x for fwd and bwd_weights, dy for
+  // bwd_data): `bd, bh, bw` zero pixels before the data in each dim, `ld, lh`
+  // planes and rows, `rw` pixels per row (at least every pixel a tap reads).
+  int64_t bd = 0, bh = 0, bw = 0, ld = 0, lh = 0, rw = 0;
+  // Source extents of that plane and its row length rounded up to 8.
+  int64_t srcd = 1, srch = 1, srcw = 1, srcw8 = 0;
+  int64_t yw8 = 0, xw8 = 0;
+  // fwd, bwd_weights: the offset in floats of kernel tap t (flattened
+  // (rd, rh, rw)) from output pixel o's base pixel o*stride.
+  std::vector<int64_t> toff;
+  // bwd_data, per width phase q (padded column m*sw + q): the dx columns m in
+  // [phase_lo, phase_lo + phase_count), and its taps rw with the dy column
+  // shift (dy column m + shift in the padded plane), in tap order.
+  std::vector<int64_t> phase_lo, phase_count, phase_begin, phase_tap, phase_shift;
+
+  // Plane mode (fp32 output whose channel planes are contiguous, fwd and
+  // bwd_data): floats between channels in the plane buffer; 0 = row mode.
+  int64_t plane_stride = 0;
+  int64_t tasks = 0;
+  // Tasks are handed out dynamically, one at a time: with T threads the
+  // task a thread takes next is most likely its current one + T, whose
+  // planes it prefetches.
+  int64_t ahead = 1;
+  size_t scratch_floats = 0;  // per thread
+  size_t off_in = 0, off_y = 0, off_w = 0, off_row = 0, off_tmp = 0, off_acc = 0, off_plane = 0;
+};
+
+void depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                              float* scratch);
+void depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                            float* scratch);
+
+}  // namespace convbwd::detail

@@ -1,0 +1,557 @@
+// Channel-blocked depthwise kernels (plan: depthwise_cl.hpp), written once
+// over an 8-lane vector type V and instantiated per ISA by
+// src/kernels/<isa>/depthwise_<isa>.cpp. Include only from those files.
+//
+// Lane l of every vector is group 8*block + l. A task converts the rows it
+// reads to fp32 (operand rounding applied), transposes them eight channels at
+// a time into a zero-padded channels-last plane in scratch, and then every
+// kernel tap is a constant offset from an output pixel's base: no bounds
+// checks and no lane waste in the inner loops. Every output element is a sum
+// in an order fixed by the problem alone (taps in (rd, rh, rw) order; for
+// gradWeight over n, then pixels in order), so the bits do not depend on the
+// thread count.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "impl/depthwise/depthwise_cl.hpp"
+
+// Register-blocked loops must be fully unrolled, or the accumulators live in
+// memory (GCC -O2 does not unroll them by itself).
+#define CONVBWD_DWCL_UNROLL _Pragma("GCC unroll 16")
+
+namespace convbwd::detail {
+namespace {
+
+template <class V>
+struct DwClKernel {
+  using R = typename V::R;
+  static constexpr int64_t W = V::W;
+  static_assert(W == 8);
+
+  static void load_row(const void* base, const DwView& v, int64_t off, int64_t count, OperandRounding rnd,
+                       float* out) {
+    if (v.sw == 1 || count == 1)
+      V::load_row(base, v.dtype, off, count, rnd, out);
+    else
+      dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
+  }
+
+  static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
+    if (v.sw == 1 || count == 1)
+      V::store_row(in, count, base, v.dtype, off);
+    else
+      dw_store_row_generic(in, count, base, v.dtype, off, v.sw);
+  }
+
+  // The input plane of channels [ch0, ch0+nv) of image n into the padded
+  // channels-last plane `out` (ld x lh x rw pixels of 8 floats). tmp holds 8
+  // rows of srcw8 floats; rows nv.. are zero (the caller zeroes them once).
+  static void pack_plane(const DwClPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv,
+                         float* out, float* tmp) {
+    const int64_t row = p.rw * W;
+    for (int64_t dp = 0; dp < p.ld; ++dp) {
+      const int64_t d = dp - p.bd;
+      for (int64_t hp = 0; hp < p.lh; ++hp) {
+        const int64_t h = hp - p.bh;
+        float* o = out + (dp * p.lh + hp) * row;
+        if (d < 0 || d >= p.srcd || h < 0 || h >= p.srch) {
+          std::memset(o, 0, static_cast<size_t>(row) * sizeof(float));
+          continue;
+        }
+        for (int64_t c = 0; c < nv; ++c) {
+          float* t = tmp + c * p.srcw8;
+          load_row(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh, p.srcw, p.rounding, t);
+          // Columns past the row become the zero padding after it.
+          std::memset(t + p.srcw, 0, static_cast<size_t>(p.srcw8 - p.srcw) * sizeof(float));
+        }
+        std::memset(o, 0, static_cast<size_t>(p.bw * W) * sizeof(float));
+        for (int64_t j = 0; j < p.srcw8; j += W) V::transpose8(tmp + j, p.srcw8, o + (p.bw + j) * W, W);
+        std::memset(o + (p.bw + p.srcw8) * W, 0, static_cast<size_t>((p.rw - p.bw - p.srcw8) * W) * sizeof(float));
+      }
+    }
+  }
+
+  // Asks for the planes of channels [ch0, ch0+nv) of image n to be brought
+  // into L2: a task's planes are a few KiB per channel, too short for the
+  // hardware prefetcher to ramp up, so without this every task starts with
+  // its loads (and its output's write-allocate misses) waiting on DRAM.
+  static void prefetch(const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv, int64_t dd_,
+                       int64_t hh, int64_t ww) {
+    if (v.sw != 1) return;
+    const int64_t es = static_cast<int64_t>(size_of(v.dtype));
+    const auto* b = static_cast<const char*>(base);
+    for (int64_t c = 0; c < nv; ++c)
+      for (int64_t d = 0; d < dd_; ++d)
+        for (int64_t h = 0; h < hh; ++h) {
+          const char* r = b + (v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh) * es;
+          for (int64_t i = 0; i < ww * es; i += 64) V::prefetch(r + i);
+          V::prefetch(r + ww * es - 1);
+        }
+  }
+
+  // Rows [r0, r1) (flattened (d, h)) of channels [ch0, ch0+nv) of image n.
+  static void prefetch_rows(const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv, int64_t r0,
+                            int64_t r1, int64_t hh, int64_t ww) {
+    if (v.sw != 1) return;
+    const int64_t es = static_cast<int64_t>(size_of(v.dtype));
+    const auto* b = static_cast<const char*>(base);
+    for (int64_t c = 0; c < nv; ++c)
+      for (int64_t r = r0; r < r1; ++r) {
+        const char* row = b + (v.off + n * v.sn + (ch0 + c) * v.sc + r / hh * v.sd + r % hh * v.sh) * es;
+        for (int64_t i = 0; i < ww * es; i += 64) V::prefetch(row + i);
+        V::prefetch(row + ww * es - 1);
+      }
+  }
+
+  // While writing output row r of `rows`, the matching share of task t's
+  // input and output rows (fwd, bwd_data): spread over the task, since a
+  // burst of a whole task's prefetches fills the miss queue and stalls.
+  static void prefetch_task_share(const DwClPlan& p, const void* a, void* dst, int64_t t, int64_t r, int64_t rows) {
+    if (t >= p.tasks) return;
+    const Chans ch = chans(p, t % p.blocks);
+    const int64_t n = t / p.blocks;
+    const int64_t in_rows = p.srcd * p.srch;
+    prefetch_rows(a, p.a, n, ch.in0, ch.nin, r * in_rows / rows, (r + 1) * in_rows / rows, p.srch, p.srcw);
+    if (p.op == Op::fwd)
+      prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.yh, p.yw);
+    else
+      prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.xh, p.xw);
+  }
+
+  // The channels of block bk on the op's input and output side: eight
+  // groups (depthwise), or the channels of group bk (grouped).
+  struct Chans {
+    int64_t in0, nin, out0, nout;
+  };
+  static Chans chans(const DwClPlan& p, int64_t bk) {
+    if (!p.grouped) {
+      const int64_t c0 = bk * W, nv = std::min<int64_t>(W, p.groups - c0);
+      return Chans{c0, nv, c0, nv};
+    }
+    return Chans{bk * p.cin, p.cin, bk * p.cout, p.cout};
+  }
+
+  // Grouped weights of group g: wg[t][i][lane o] for input-side channel i
+  // and output-side channel o (fwd: i = c, o = k; bwd_data: i = k, o = c).
+  static void pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* tmp) {
+    const DwView& v = p.b;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    std::memset(out, 0, static_cast<size_t>(ks * p.cin * W) * sizeof(float));
+    const bool fw = p.op == Op::fwd;
+    for (int64_t i = 0; i < p.cin; ++i)
+      for (int64_t o = 0; o < p.cout; ++o) {
+        const int64_t kk = fw ? o : i, cc = fw ? i : o;
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            dw_load_row_generic(base, v.dtype, v.off + (g * p.kg + kk) * v.sn + cc * v.sc + rd * v.sd + rh * v.sh,
+                                v.sw, p.kw, p.rounding, tmp);
+            const int64_t t0 = (rd * p.kh + rh) * p.kw;
+            for (int64_t r = 0; r < p.kw; ++r) out[((t0 + r) * p.cin + i) * W + o] = tmp[r];
+          }
+      }
+  }
+
+  // Weights of groups [ch0, ch0+nv) as wcl[t][lane], t the flattened tap.
+  static void pack_w(const DwClPlan& p, const void* base, int64_t ch0, int64_t nv, float* out, float* tmp) {
+    const DwView& v = p.b;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    std::memset(out, 0, static_cast<size_t>(ks * W) * sizeof(float));
+    for (int64_t c = 0; c < nv; ++c)
+      for (int64_t rd = 0; rd < p.kd; ++rd)
+        for (int64_t rh = 0; rh < p.kh; ++rh) {
+          dw_load_row_generic(base, v.dtype, v.off + (ch0 + c) * v.sn + rd * v.sd + rh * v.sh, v.sw, p.kw,
+                              p.rounding, tmp);
+          const int64_t t0 = (rd * p.kh + rh) * p.kw;
+          for (int64_t r = 0; r < p.kw; ++r) out[(t0 + r) * W + c] = tmp[r];
+        }
+  }
+
+  // A channels-last row of `count` pixels back to NCHW: row r of each
+  // channel's plane buffer (plane mode), or straight into the view.
+  static void unpack_row(const DwClPlan& p, const float* row, int64_t count, int64_t count8, void* dst, int64_t off,
+                         int64_t nv, float* tmp, int64_t r, float* planes) {
+    if (p.plane_stride) {
+      // The columns past `count` land on row r+1, written next, or in the
+      // slack after the plane.
+      for (int64_t j = 0; j < count8; j += W) V::transpose8(row + j * W, W, planes + r * count + j, p.plane_stride);
+      return;
+    }
+    for (int64_t j = 0; j < count8; j += W) V::transpose8(row + j * W, W, tmp + j, count8);
+    for (int64_t c = 0; c < nv; ++c) store_row(tmp + c * count8, count, dst, p.dst, off + c * p.dst.sc);
+  }
+
+  // Plane mode: each channel's finished plane goes out in one contiguous
+  // stream of non-temporal stores, which skip the read-for-ownership of
+  // lines that are overwritten whole (a third of a depthwise gradInput's
+  // memory traffic).
+  static void flush_planes(const DwClPlan& p, const float* planes, void* dst, int64_t n, int64_t ch0, int64_t nv,
+                           int64_t plane) {
+    if (!p.plane_stride) return;
+    const DwView& v = p.dst;
+    for (int64_t c = 0; c < nv; ++c)
+      V::stream_row(planes + c * p.plane_stride, plane, static_cast<float*>(dst) + v.off + n * v.sn + (ch0 + c) * v.sc);
+    V::store_fence();
+  }
+
+  // ---- fwd: y[o] = sum_t w[t] x[o*s + tap t] ----------------------------
+  // MB output pixels at a time: each weight vector feeds MB FMAs.
+  template <int MB>
+  static void fwd_cols(const float* xp, int64_t step, const float* w, const int64_t* toff, int64_t ntaps,
+                       float* out) {
+    R acc[MB];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::zero();
+    for (int64_t t = 0; t < ntaps; ++t) {
+      const R wv = V::load(w + t * W);
+      const float* x = xp + toff[t];
+      CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::fma(wv, V::load(x + j * step), acc[j]);
+    }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * W, acc[j]);
+  }
+
+  // Grouped: lane o sums w[t][i][o] x[i] over taps t, then channels i.
+  template <int MB>
+  static void gfwd_cols(const float* xp, int64_t step, const float* w, const int64_t* toff, int64_t ntaps,
+                        int64_t cin, float* out) {
+    R acc[MB];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::zero();
+    for (int64_t t = 0; t < ntaps; ++t) {
+      const float* x = xp + toff[t];
+      const float* wt = w + t * cin * W;
+      for (int64_t i = 0; i < cin; ++i) {
+        const R wv = V::load(wt + i * W);
+        CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::fma(V::bcast(x + j * step + i), wv, acc[j]);
+      }
+    }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * W, acc[j]);
+  }
+
+  static void fwd(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+    const int64_t n = task / p.blocks, bk = task % p.blocks;
+    const Chans ch = chans(p, bk);
+    float* in = s + p.off_in;
+    float* w = s + p.off_w;
+    float* orow = s + p.off_row;
+    float* tmp = s + p.off_tmp;
+    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
+    pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
+    if (p.grouped)
+      pack_wg(p, b, bk, w, tmp);
+    else
+      pack_w(p, b, ch.in0, ch.nin, w, tmp);
+    const int64_t ks = p.kd * p.kh * p.kw, row = p.rw * W, step = p.sw * W;
+    const int64_t* toff = p.toff.data();
+    const int64_t ci = p.cin;
+    for (int64_t od = 0; od < p.yd; ++od)
+      for (int64_t oh = 0; oh < p.yh; ++oh) {
+        const float* xr = in + (od * p.sd * p.lh + oh * p.sh) * row;
+        int64_t o = 0;
+        if (p.grouped) {
+          for (; o + 8 <= p.yw; o += 8) gfwd_cols<8>(xr + o * step, step, w, toff, ks, ci, orow + o * W);
+          if (o + 4 <= p.yw) gfwd_cols<4>(xr + o * step, step, w, toff, ks, ci, orow + o * W), o += 4;
+          if (o + 2 <= p.yw) gfwd_cols<2>(xr + o * step, step, w, toff, ks, ci, orow + o * W), o += 2;
+          if (o < p.yw) gfwd_cols<1>(xr + o * step, step, w, toff, ks, ci, orow + o * W);
+        } else {
+          for (; o + 8 <= p.yw; o += 8) fwd_cols<8>(xr + o * step, step, w, toff, ks, orow + o * W);
+          if (o + 4 <= p.yw) fwd_cols<4>(xr + o * step, step, w, toff, ks, orow + o * W), o += 4;
+          if (o + 2 <= p.yw) fwd_cols<2>(xr + o * step, step, w, toff, ks, orow + o * W), o += 2;
+          if (o < p.yw) fwd_cols<1>(xr + o * step, step, w, toff, ks, orow + o * W);
+        }
+        prefetch_task_share(p, a, dst, task + p.ahead, od * p.yh + oh, p.yd * p.yh);
+        const DwView& v = p.dst;
+        // tmp rows are rewritten in full (yw8 columns) before each store.
+        unpack_row(p, orow, p.yw, p.yw8, dst, v.off + n * v.sn + ch.out0 * v.sc + od * v.sd + oh * v.sh, ch.nout,
+                   tmp, od * p.yh + oh, s + p.off_plane);
+      }
+    flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.yd * p.yh * p.yw);
+  }
+
+  // ---- bwd_data: dx[i] = sum over taps r with (i + p - r*d) % s == 0 of
+  // w[r] dy[(i + p - r*d) / s] -------------------------------------------
+  struct RowTap {
+    int64_t y, w;  // float offset of the dy row in the plane; first tap index
+  };
+
+  // MB dx columns m0.. of one width phase.
+  template <int MB>
+  static void bwd_data_cols(const float* ybuf, const float* w, const RowTap* rt, int64_t nrt, const int64_t* taps,
+                            const int64_t* shift, int64_t ntaps, int64_t m0, float* out, int64_t ostep) {
+    R acc[MB];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::zero();
+    for (int64_t t = 0; t < nrt; ++t) {
+      const float* yr = ybuf + rt[t].y + m0 * W;
+      const float* wr = w + rt[t].w * W;
+      for (int64_t u = 0; u < ntaps; ++u) {
+        const R wv = V::load(wr + taps[u] * W);
+        const float* y = yr + shift[u] * W;
+        CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::fma(wv, V::load(y + j * W), acc[j]);
+      }
+    }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * ostep, acc[j]);
+  }
+
+  // Grouped: lane o sums w[r][i][o] dy[i] over row taps, width taps, then
+  // channels i.
+  template <int MB>
+  static void gbwd_data_cols(const float* ybuf, const float* w, const RowTap* rt, int64_t nrt, const int64_t* taps,
+                             const int64_t* shift, int64_t ntaps, int64_t cin, int64_t m0, float* out,
+                             int64_t ostep) {
+    R acc[MB];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::zero();
+    for (int64_t t = 0; t < nrt; ++t) {
+      const float* yr = ybuf + rt[t].y + m0 * W;
+      for (int64_t u = 0; u < ntaps; ++u) {
+        const float* wr = w + (rt[t].w + taps[u]) * cin * W;
+        const float* y = yr + shift[u] * W;
+        for (int64_t i = 0; i < cin; ++i) {
+          const R wv = V::load(wr + i * W);
+          CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::fma(V::bcast(y + j * W + i), wv, acc[j]);
+        }
+      }
+    }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * ostep, acc[j]);
+  }
+
+  static void bwd_data(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+    const int64_t n = task / p.blocks, bk = task % p.blocks;
+    const Chans ch = chans(p, bk);
+    float* in = s + p.off_in;
+    float* w = s + p.off_w;
+    float* xrow = s + p.off_row;
+    float* tmp = s + p.off_tmp;
+    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
+    pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
+    if (p.grouped)
+      pack_wg(p, b, bk, w, tmp);
+    else
+      pack_w(p, b, ch.in0, ch.nin, w, tmp);
+    const int64_t ci = p.cin;
+    const int64_t row = p.rw * W, ostep = p.sw * W;
+    RowTap rt[kDwMaxRowTaps];
+    for (int64_t id = 0; id < p.xd; ++id)
+      for (int64_t ih = 0; ih < p.xh; ++ih) {
+        // (rd, rh) taps that land on a dy row; the plane's leading padding
+        // makes u >= 0 and the dy row u / s in range.
+        int64_t nrt = 0;
+        for (int64_t rd = 0; rd < p.kd; ++rd) {
+          const int64_t ud = id + p.pd - rd * p.dd + p.bd * p.sd;
+          if (ud % p.sd != 0) continue;
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            const int64_t uh = ih + p.ph - rh * p.dh + p.bh * p.sh;
+            if (uh % p.sh != 0) continue;
+            rt[nrt++] = RowTap{(ud / p.sd * p.lh + uh / p.sh) * row, (rd * p.kh + rh) * p.kw};
+          }
+        }
+        for (int64_t q = 0; q < p.sw; ++q) {
+          const int64_t lo = p.phase_lo[static_cast<size_t>(q)], cnt = p.phase_count[static_cast<size_t>(q)];
+          const int64_t tb = p.phase_begin[static_cast<size_t>(q)];
+          const int64_t nt = p.phase_begin[static_cast<size_t>(q) + 1] - tb;
+          const int64_t* taps = p.phase_tap.data() + tb;
+          const int64_t* shift = p.phase_shift.data() + tb;
+          // dx column of phase column m: m*sw + q - pw.
+          float* out = xrow + ((lo * p.sw + q - p.pw) * W);
+          int64_t m = 0;
+          if (p.grouped) {
+#define CONVBWD_DWCL_G(MB) gbwd_data_cols<MB>(in, w, rt, nrt, taps, shift, nt, ci, lo + m, out + m * ostep, ostep)
+            for (; m + 8 <= cnt; m += 8) CONVBWD_DWCL_G(8);
+            if (m + 4 <= cnt) CONVBWD_DWCL_G(4), m += 4;
+            if (m + 2 <= cnt) CONVBWD_DWCL_G(2), m += 2;
+            if (m < cnt) CONVBWD_DWCL_G(1);
+#undef CONVBWD_DWCL_G
+            continue;
+          }
+          for (; m + 8 <= cnt; m += 8) bwd_data_cols<8>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep);
+          if (m + 4 <= cnt) bwd_data_cols<4>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep), m += 4;
+          if (m + 2 <= cnt) bwd_data_cols<2>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep), m += 2;
+          if (m < cnt) bwd_data_cols<1>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep);
+        }
+        prefetch_task_share(p, a, dst, task + p.ahead, id * p.xh + ih, p.xd * p.xh);
+        const DwView& v = p.dst;
+        unpack_row(p, xrow, p.xw, p.xw8, dst, v.off + n * v.sn + ch.out0 * v.sc + id * v.sd + ih * v.sh, ch.nout,
+                   tmp, id * p.xh + ih, s + p.off_plane);
+      }
+    flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
+  }
+
+  // ---- bwd_weights: dw[t] = sum_{n, o} dy[o] x[o*s + tap t] ---------------
+  // NT taps' accumulators stay in registers over a whole image; each dy
+  // vector is loaded once per NT taps. Per tap the order is n, then pixels.
+  static constexpr int kMaxTaps = 12;
+
+  template <int NT>
+  static void bwd_weights_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff,
+                               float* accmem) {
+    R acc[NT];
+    CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::load(accmem + t * W);
+    const int64_t row = p.rw * W, step = p.sw * W;
+    for (int64_t od = 0; od < p.yd; ++od)
+      for (int64_t oh = 0; oh < p.yh; ++oh) {
+        const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
+        const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W;
+        for (int64_t o = 0; o < p.yw; ++o) {
+          const R dy = V::load(yr + o * W);
+          const float* x = xr + o * step;
+          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::fma(dy, V::load(x + toff[t]), acc[t]);
+        }
+      }
+    CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
+  }
+
+  static void bwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+    const int64_t ch0 = task * W;
+    const int64_t nv = std::min<int64_t>(W, p.groups - ch0);
+    float* xbuf = s + p.off_in;
+    float* ybuf = s + p.off_y;
+    float* acc = s + p.off_acc;
+    float* tmp = s + p.off_tmp;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    std::memset(acc, 0, static_cast<size_t>(ks * W) * sizeof(float));
+    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
+    for (int64_t n = 0; n < p.n; ++n) {
+      pack_plane(p, b, p.b, n, ch0, nv, xbuf, tmp);
+      pack_dy(p, a, n, ch0, nv, ybuf, tmp);
+      if (n + 1 < p.n) {
+        prefetch(b, p.b, n + 1, ch0, nv, p.xd, p.xh, p.xw);
+        prefetch(a, p.a, n + 1, ch0, nv, p.yd, p.yh, p.yw);
+      }
+      for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
+        const int64_t* toff = p.toff.data() + t0;
+        float* am = acc + t0 * W;
+        switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
+#define CONVBWD_DWCL_CASE(NT) \
+  case NT: bwd_weights_taps<NT>(p, xbuf, ybuf, toff, am); break;
+          CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
+          CONVBWD_DWCL_CASE(5) CONVBWD_DWCL_CASE(6) CONVBWD_DWCL_CASE(7) CONVBWD_DWCL_CASE(8)
+          CONVBWD_DWCL_CASE(9) CONVBWD_DWCL_CASE(10) CONVBWD_DWCL_CASE(11)
+#undef CONVBWD_DWCL_CASE
+          default: bwd_weights_taps<12>(p, xbuf, ybuf, toff, am); break;
+        }
+      }
+    }
+    const DwView& v = p.dst;
+    float* vals = tmp;
+    for (int64_t c = 0; c < nv; ++c)
+      for (int64_t rd = 0; rd < p.kd; ++rd)
+        for (int64_t rh = 0; rh < p.kh; ++rh) {
+          const int64_t t0 = (rd * p.kh + rh) * p.kw;
+          for (int64_t r = 0; r < p.kw; ++r) vals[r] = acc[(t0 + r) * W + c];
+          store_row(vals, p.kw, dst, v, v.off + (ch0 + c) * v.sn + rd * v.sd + rh * v.sh);
+        }
+  }
+
+  // ---- grouped bwd_weights: dw[k][c][t] = sum_{n, o} dy[o][k] x[o*s + t][c]
+  // Lanes are c. KB out-channels x NT taps of accumulators: per pixel NT x
+  // vectors and KB dy broadcasts feed KB*NT FMAs. Per (k, t) the order is
+  // n, then pixels, as for depthwise.
+  template <int KB, int NT>
+  static void gw_block(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t k0,
+                       float* acc) {
+    R a[KB][NT];
+    CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
+      CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::load(acc + (t * p.kg + k0 + k) * W);
+    const int64_t row = p.rw * W, step = p.sw * W;
+    int64_t to[NT];
+    for (int t = 0; t < NT; ++t) to[t] = toff[t];
+    for (int64_t od = 0; od < p.yd; ++od)
+      for (int64_t oh = 0; oh < p.yh; ++oh) {
+        const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
+        const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W + k0;
+        for (int64_t o = 0; o < p.yw; ++o) {
+          R x[NT];
+          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) x[t] = V::load(xr + o * step + to[t]);
+          CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k) {
+            const R dy = V::bcast(yr + o * W + k);
+            CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::fma(dy, x[t], a[k][t]);
+          }
+        }
+      }
+    CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
+      CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(acc + (t * p.kg + k0 + k) * W, a[k][t]);
+  }
+
+  template <int KB>
+  static void gw_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t nt,
+                      int64_t k0, float* acc) {
+    switch (nt) {
+      case 1: gw_block<KB, 1>(p, xbuf, ybuf, toff, k0, acc); break;
+      case 2: gw_block<KB, 2>(p, xbuf, ybuf, toff, k0, acc); break;
+      default: gw_block<KB, 3>(p, xbuf, ybuf, toff, k0, acc); break;
+    }
+  }
+
+  static void gbwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t g, float* s) {
+    float* xbuf = s + p.off_in;
+    float* ybuf = s + p.off_y;
+    float* acc = s + p.off_acc;
+    float* tmp = s + p.off_tmp;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    std::memset(acc, 0, static_cast<size_t>(ks * p.kg * W) * sizeof(float));
+    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
+    for (int64_t n = 0; n < p.n; ++n) {
+      pack_plane(p, b, p.b, n, g * p.cg, p.cg, xbuf, tmp);
+      pack_dy(p, a, n, g * p.kg, p.kg, ybuf, tmp);
+      if (n + 1 < p.n) {
+        prefetch(b, p.b, n + 1, g * p.cg, p.cg, p.xd, p.xh, p.xw);
+        prefetch(a, p.a, n + 1, g * p.kg, p.kg, p.yd, p.yh, p.yw);
+      }
+      for (int64_t t0 = 0; t0 < ks; t0 += 3) {
+        const int64_t nt = std::min<int64_t>(3, ks - t0);
+        for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
+          const int64_t* toff = p.toff.data() + t0;
+          float* am = acc + t0 * p.kg * W;
+          switch (std::min<int64_t>(4, p.kg - k0)) {
+            case 1: gw_taps<1>(p, xbuf, ybuf, toff, nt, k0, am); break;
+            case 2: gw_taps<2>(p, xbuf, ybuf, toff, nt, k0, am); break;
+            case 3: gw_taps<3>(p, xbuf, ybuf, toff, nt, k0, am); break;
+            default: gw_taps<4>(p, xbuf, ybuf, toff, nt, k0, am); break;
+          }
+        }
+      }
+    }
+    const DwView& v = p.dst;
+    float* vals = tmp;
+    for (int64_t k = 0; k < p.kg; ++k)
+      for (int64_t c = 0; c < p.cg; ++c)
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh) {
+            const int64_t t0 = (rd * p.kh + rh) * p.kw;
+            for (int64_t r = 0; r < p.kw; ++r) vals[r] = acc[((t0 + r) * p.kg + k) * W + c];
+            store_row(vals, p.kw, dst, v, v.off + (g * p.kg + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh);
+          }
+  }
+
+  // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw8][lane], unpadded.
+  static void pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out,
+                      float* tmp) {
+    const DwView& v = p.a;
+    for (int64_t od = 0; od < p.yd; ++od)
+      for (int64_t oh = 0; oh < p.yh; ++oh) {
+        for (int64_t c = 0; c < nv; ++c) {
+          float* t = tmp + c * p.yw8;
+          load_row(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + od * v.sd + oh * v.sh, p.yw, p.rounding, t);
+          std::memset(t + p.yw, 0, static_cast<size_t>(p.yw8 - p.yw) * sizeof(float));
+        }
+        float* o = out + (od * p.yh + oh) * p.yw8 * W;
+        for (int64_t j = 0; j < p.yw8; j += W) V::transpose8(tmp + j, p.yw8, o + j * W, W);
+      }
+  }
+
+  static void task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {
+    switch (p.op) {
+      case Op::fwd: fwd(p, a, b, dst, t, s); return;
+      case Op::bwd_data: bwd_data(p, a, b, dst, t, s); return;
+      case Op::bwd_weights:
+        if (p.grouped)
+          gbwd_weights(p, a, b, dst, t, s);
+        else
+          bwd_weights(p, a, b, dst, t, s);
+        return;
+      case Op::bias: return;
+    }
+  }
+};
+
+}  // namespace
+}  // namespace convbwd::detail
