@@ -7,8 +7,10 @@ namespace convbwd::detail {
 
 std::span<const Implementation> implementations(Op op) {
   // Fastest first; each entry declines what it cannot do, with a reason.
-  static const std::array kFwd = {kZerosImpl, kFp8FwdDirectImpl, kDepthwiseDirectImpl, kGemmFwdImpl, kReferenceImpl};
-  static const std::array kBwdData = {kZerosImpl, kDepthwiseDirectImpl, kGemmBwdDataImpl, kReferenceImpl};
+  static const std::array kFwd = {kZerosImpl,      kFp8FwdDirectImpl, kDepthwiseDirectImpl,
+                                  kGemm1x1FwdImpl, kGemmFwdImpl,      kReferenceImpl};
+  static const std::array kBwdData = {kZerosImpl, kDepthwiseDirectImpl, kGemm1x1BwdDataImpl, kGemmBwdDataImpl,
+                                      kReferenceImpl};
   static const std::array kBwdWeights = {kZerosImpl, kDepthwiseDirectImpl, kGemmBwdWeightsImpl, kReferenceImpl};
   static const std::array kBias = {kZerosImpl, kBiasReduceImpl, kReferenceImpl};
   switch (op) {
