@@ -46,7 +46,8 @@ struct Aligned {
 // Runs one gradient of `desc` through the GEMM path with every ISA and thread
 // count 1 and 2; compares with the reference and checks the canaries.
 void check(const std::string& desc, Gradient which, Layout in_layout = Layout::contiguous,
-           Layout out_layout = Layout::contiguous, Fill fill_kind = Fill::uniform) {
+           Layout out_layout = Layout::contiguous, Fill fill_kind = Fill::uniform,
+           const detail::Implementation* impl = nullptr) {
   SCOPED_TRACE(desc + " gradient " + std::to_string(static_cast<int>(which)) + " in " + to_string(in_layout) +
                " out " + to_string(out_layout));
   auto parsed = Problem::parse(desc);
@@ -106,7 +107,7 @@ void check(const std::string& desc, Gradient which, Layout in_layout = Layout::c
     for (int threads : {1, 2}) {
       SCOPED_TRACE(std::string("isa ") + std::string(detail::to_string(isa)) + " threads " + std::to_string(threads));
       std::string why;
-      auto k = impl_for(op.op).plan(op, detail::PlanContext{isa, threads}, &why);
+      auto k = (impl ? *impl : impl_for(op.op)).plan(op, detail::PlanContext{isa, threads}, &why);
       ASSERT_TRUE(k) << "declined: " << why;
       Aligned ws(k->workspace_bytes());
       HostTensor o = out;  // canary-filled storage
@@ -221,6 +222,61 @@ TEST(ImplGemm, SeveralBatches) {
     check_both("mb5ic12ih9oc10kh3sh2ph1_tr");
   }
   unsetenv("CONVBWD_GEMM_MAX_BATCH");
+}
+
+TEST(ImplGemm, ReductionChunks) {
+  // The forward and the data gradient cut each tile's reduction (taps x
+  // channels) into chunks of at most N steps, splitting runs at chunk ends.
+  // Chunk sizes that divide the runs, cut runs in two, are shorter than a
+  // 4-step unroll and 1, on odd channel counts with several taps and phases;
+  // small integers make every sum exact, so a lost, doubled or reordered
+  // product shows as a wrong value, not within a tolerance.
+  for (const char* steps : {"1", "3", "7", "19", "64"}) {
+    SCOPED_TRACE(std::string("CONVBWD_GEMM_CHUNK_STEPS=") + steps);
+    setenv("CONVBWD_GEMM_CHUNK_STEPS", steps, 1);
+    check("mb2ic21ih9oc17kh3ph1", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+    check("mb2ic13ih9oc38kh3sh2ph1", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+    check("mb2ic9ih5oc12kh4sh2ph1_tr", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+    check_both("mb2ic18ih7oc20kh3ph1_math1");
+  }
+  unsetenv("CONVBWD_GEMM_CHUNK_STEPS");
+}
+
+// The planar 1x1 path (gemm_fwd_1x1_nchw / gemm_dgrad_1x1_nchw): row tiles
+// of 6 output channels with tails, 16-pixel panels with a pixel tail, strips
+// of several panels per task (a short strip at the end of an image), 1D/3D,
+// groups, dtypes, operand rounding, strided outputs.
+void check_1x1(const std::string& desc, Layout out_layout = Layout::contiguous, Fill fill_kind = Fill::uniform) {
+  auto p = Problem::parse(desc);
+  ASSERT_TRUE(p) << p.error().message;
+  const detail::Implementation& impl = p->transposed ? detail::kGemm1x1FwdImpl : detail::kGemm1x1BwdDataImpl;
+  check(desc, Gradient::input, Layout::contiguous, out_layout, fill_kind, &impl);
+}
+TEST(ImplGemm, Planar1x1) {
+  check_1x1("mb2ic16ih8oc12kh1");                 // exact tiles, 64 pixels
+  check_1x1("mb2ic23ih9iw13oc17kh1");             // row and pixel tails
+  check_1x1("mb1ic7ih40iw41oc300kh1", Layout::contiguous, Fill::small_ints);  // several strips, exact sums
+  check_1x1("mb2ic20iw300oc9kw1");                // 1D
+  check_1x1("mb1ic6id4ih5iw6oc10kd1kh1kw1");      // 3D
+  check_1x1("mb2ic24ih9oc36kh1g3");               // groups
+  check_1x1("mb2ic18ih8iw17oc20kh1_dtbf16");
+  check_1x1("mb2ic18ih8iw17oc20kh1_dtf16:bf16:f32");
+  check_1x1("mb2ic18ih9oc20kh1_math1");
+  check_1x1("mb2ic18ih9oc20kh1_math2");
+  check_1x1("mb2ic18ih9oc20kh1", Layout::channels_last);
+  check_1x1("mb2ic19ih9oc21kh1_tr");              // forward (transposed gradInput)
+  check_1x1("mb2ic13ih11oc6kh1_tr_dtbf16");
+}
+TEST(ImplGemm, Planar1x1Declines) {
+  for (const char* d : {"mb2ic16ih8oc12kh3ph1", "mb2ic16ih8oc12kh1sh2", "mb2ic16ih8oc12kh1ph1", "mb2ic16ih7oc12kh1"}) {
+    auto p = Problem::parse(d);
+    ASSERT_TRUE(p) << p.error().message;
+    auto spec = detail::validate(p.value());
+    ASSERT_TRUE(spec) << spec.error().message;
+    std::string why;
+    EXPECT_FALSE(detail::kGemm1x1BwdDataImpl.plan(spec->op_for(Gradient::input), {Isa::scalar, 1}, &why)) << d;
+    EXPECT_FALSE(why.empty()) << d;
+  }
 }
 
 TEST(ImplGemm, DeclinesEightBitAndBias) {

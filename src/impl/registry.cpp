@@ -7,9 +7,13 @@ namespace convbwd::detail {
 
 std::span<const Implementation> implementations(Op op) {
   // Fastest first; each entry declines what it cannot do, with a reason.
-  static const std::array kFwd = {kZerosImpl, kFp8FwdDirectImpl, kDepthwiseClImpl, kDepthwiseDirectImpl, kGemmFwdImpl, kReferenceImpl};
-  static const std::array kBwdData = {kZerosImpl, kDepthwiseClImpl, kDepthwiseDirectImpl, kSmallChannelsBwdDataImpl, kGemmBwdDataImpl, kReferenceImpl};
-  static const std::array kBwdWeights = {kZerosImpl, kDepthwiseClImpl, kDepthwiseDirectImpl, kSmallChannelsBwdWeightsImpl, kGemmBwdWeightsImpl, kReferenceImpl};
+  static const std::array kFwd = {kZerosImpl,       kFp8FwdDirectImpl, kDepthwiseClImpl, kDepthwiseDirectImpl,
+                                  kGemm1x1FwdImpl,  kGemmFwdImpl,      kReferenceImpl};
+  static const std::array kBwdData = {kZerosImpl,          kDepthwiseClImpl,          kDepthwiseDirectImpl,
+                                      kGemm1x1BwdDataImpl, kSmallChannelsBwdDataImpl, kGemmBwdDataImpl,
+                                      kReferenceImpl};
+  static const std::array kBwdWeights = {kZerosImpl, kDepthwiseClImpl, kDepthwiseDirectImpl, kSmallChannelsBwdWeightsImpl,
+                                         kGemmBwdWeightsImpl, kReferenceImpl};
   static const std::array kBias = {kZerosImpl, kBiasReduceImpl, kReferenceImpl};
   switch (op) {
     case Op::fwd: return kFwd;

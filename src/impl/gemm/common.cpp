@@ -111,6 +111,11 @@ void store_tile(void* base, DataType dt, const float* tile, const int64_t* row_b
   switch (dt) {
     case DataType::f32: {
       auto* p = static_cast<float*>(base);
+      if (col_stride == 1) {  // planar outputs of the 1x1 path: rows of contiguous pixels
+        for (int i = 0; i < rows; ++i)
+          std::memcpy(p + row_base[i], tile + i * kNr, static_cast<size_t>(cols) * sizeof(float));
+        return;
+      }
       for (int i = 0; i < rows; ++i)
         for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = tile[i * kNr + j];
       return;

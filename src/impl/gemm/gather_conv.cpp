@@ -15,6 +15,7 @@
 // gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
 // product with an inserted zero is ever computed and nothing is scattered.
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -30,7 +31,8 @@ struct Phase {
   std::array<int64_t, 3> out_first{0, 0, 0};  // output position of u = 0
   std::array<int64_t, 3> out_step{1, 1, 1};
   std::array<int64_t, 3> src_step{1, 1, 1};  // stored source position per u
-  std::vector<int64_t> a_off, b_off, len;    // one run per tap reaching this phase
+  std::vector<int64_t> a_off, b_off, len;    // one run per tap reaching this phase, split at chunk ends
+  std::vector<int64_t> chunk_ends;           // run index past each reduction chunk
   int64_t pixels = 0;  // per image
 };
 
@@ -147,11 +149,12 @@ class GatherConvKernel final : public OpKernel {
     for (Phase& ph : phases_) {
       ph.pixels = ph.u[0] * ph.u[1] * ph.u[2];
       max_runs = std::max<int64_t>(max_runs, static_cast<int64_t>(ph.len.size()));
+      split_into_chunks(ph, chunk_steps());
     }
     // Every task streams all weight blocks once, so at least 8 tiles (48
     // pixels) per task even when their A rows overflow L2: the dilated
     // 512-channel DeepLab layer ran ~15% faster with 8 than with 4.
-    tile_group_ = std::clamp<int64_t>((512 << 10) / (kMr * max_runs * red_ * 4), 8, 64);
+    tile_group_ = std::clamp<int64_t>((512 << 10) / (kMr * max_runs * red_ * 4), 8, kMaxTileGroup);
 
     // Workspace: packed weights, then as many image copies as fit.
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
@@ -215,47 +218,115 @@ class GatherConvKernel final : public OpKernel {
     if (p > 0) rest -= ends[p - 1];
     const Phase& ph = phases_[p];
     const int64_t batch_pixels = nb * ph.pixels;
-    const int64_t tiles = ceil_div(batch_pixels, kMr);
+    const int64_t tile_count = ceil_div(batch_pixels, kMr);
     const float* src = img + g * src_.image_floats();
     const Strides ds = strides_of(op_.dst, op_.geo.spatial);
     const int64_t dst_ch0 = ds.offset + n0 * ds.n + g * cols_ * ds.ch;
-    const int64_t tile_lo = rest * tile_group_, tile_hi = std::min(tiles, tile_lo + tile_group_);
+    const int64_t tile_lo = rest * tile_group_, tile_hi = std::min(tile_count, tile_lo + tile_group_);
 
     MicroArgs ka;
     ka.as = 1;
     ka.bs = kNr;
-    ka.a_off = ph.a_off.data();
-    ka.b_off = ph.b_off.data();
-    ka.len = ph.len.data();
-    ka.runs = static_cast<int64_t>(ph.len.size());
-    alignas(64) float tile[kMr * kNr];
-    ka.acc = tile;
-    int64_t row_base[kMr];
-    // Weight block outermost: its packed panel (taps x reduced x 16) stays in
-    // L1/L2 while the tiles of this task stream past it.
+    // The task's tiles: row pointers and output positions, computed once.
+    alignas(64) float tiles[kMaxTileGroup * kMr * kNr];
+    const float* rows_a[kMaxTileGroup][kMr];
+    int64_t row_base[kMaxTileGroup][kMr];
+    int row_count[kMaxTileGroup];
+    for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
+      const int64_t j = tl - tile_lo, px0 = tl * kMr;
+      row_count[j] = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0));
+      for (int r = 0; r < kMr; ++r) {
+        // Rows past the last pixel recompute pixel px0; they are not stored.
+        const int64_t bpx = px0 + (r < row_count[j] ? r : 0);
+        const int64_t i = bpx / ph.pixels, px = bpx % ph.pixels;
+        const int64_t u2 = px % ph.u[2], u1 = (px / ph.u[2]) % ph.u[1], u0 = px / (ph.u[2] * ph.u[1]);
+        rows_a[j][r] = src + i * image_floats_ +
+                       ((u0 * ph.src_step[0] * src_.ext[1] + u1 * ph.src_step[1]) * src_.ext[2] + u2 * ph.src_step[2]) *
+                           src_.cp;
+        row_base[j][r] = dst_ch0 + i * ds.n + (ph.out_first[0] + u0 * ph.out_step[0]) * ds.sp[0] +
+                         (ph.out_first[1] + u1 * ph.out_step[1]) * ds.sp[1] +
+                         (ph.out_first[2] + u2 * ph.out_step[2]) * ds.sp[2];
+      }
+    }
+    const int64_t chunks = static_cast<int64_t>(ph.chunk_ends.size());
+    // Weight block outermost, then reduction chunk, then tiles: a chunk's B
+    // sub-panel (<= chunk_steps() x 16 floats) is read from L2 once per task
+    // and stays in L1 while every tile of the task passes over it. Before,
+    // each tile ran the whole reduction, so a panel larger than L1 (256
+    // channels x 9 taps = 147 KB) streamed from L2 once per 6 pixels. Chunks
+    // only cut the same run/step sequence into consecutive pieces and the
+    // tiles rest in fp32 between them, so every output's sum has the same
+    // terms in the same order: the bits do not depend on the chunking.
     for (int64_t blk = 0; blk < wp_.blocks(); ++blk) {
       ka.b = wpk + (g * wp_.blocks() + blk) * wp_.block_floats();
       const int cols = static_cast<int>(std::min<int64_t>(kNr, cols_ - blk * kNr));
-      for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
-        const int64_t px0 = tl * kMr;
-        const int rows = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0));
-        for (int r = 0; r < kMr; ++r) {
-          // Rows past the last pixel recompute pixel px0; they are not stored.
-          const int64_t bpx = px0 + (r < rows ? r : 0);
-          const int64_t i = bpx / ph.pixels, px = bpx % ph.pixels;
-          const int64_t u2 = px % ph.u[2], u1 = (px / ph.u[2]) % ph.u[1], u0 = px / (ph.u[2] * ph.u[1]);
-          ka.a[r] = src + i * image_floats_ +
-                    ((u0 * ph.src_step[0] * src_.ext[1] + u1 * ph.src_step[1]) * src_.ext[2] + u2 * ph.src_step[2]) *
-                        src_.cp;
-          row_base[r] = dst_ch0 + i * ds.n + blk * kNr * ds.ch + (ph.out_first[0] + u0 * ph.out_step[0]) * ds.sp[0] +
-                        (ph.out_first[1] + u1 * ph.out_step[1]) * ds.sp[1] +
-                        (ph.out_first[2] + u2 * ph.out_step[2]) * ds.sp[2];
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        const size_t first = ch == 0 ? 0 : static_cast<size_t>(ph.chunk_ends[static_cast<size_t>(ch) - 1]);
+        ka.a_off = ph.a_off.data() + first;
+        ka.b_off = ph.b_off.data() + first;
+        ka.len = ph.len.data() + first;
+        ka.runs = ph.chunk_ends[static_cast<size_t>(ch)] - static_cast<int64_t>(first);
+        ka.accumulate = ch > 0;
+        for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
+          const int64_t j = tl - tile_lo;
+          for (int r = 0; r < kMr; ++r) ka.a[r] = rows_a[j][r];
+          ka.acc = tiles + j * kMr * kNr;
+          kern_(ka);
         }
-        kern_(ka);
-        store_tile(args.dst, op_.dst.dtype, tile, row_base, rows, ds.ch, cols);
+      }
+      int64_t out_base[kMr];
+      for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
+        const int64_t j = tl - tile_lo;
+        float* const tile = tiles + j * kMr * kNr;
+        if (chunks == 0) std::fill(tile, tile + kMr * kNr, 0.0f);  // no tap reaches this phase
+        for (int r = 0; r < kMr; ++r) out_base[r] = row_base[j][r] + blk * kNr * ds.ch;
+        store_tile(args.dst, op_.dst.dtype, tile, out_base, row_count[j], ds.ch, cols);
       }
     }
   }
+
+  // Reduction steps per chunk: 256 steps x 16 floats = 16 KB of packed
+  // weights, half of the 32 KB L1 of Zen 4, leaving room for the A rows and
+  // the task's tiles. CONVBWD_GEMM_CHUNK_STEPS (read at plan time) lowers it
+  // so the tests cross chunk boundaries and split runs on small problems.
+  static int64_t chunk_steps() {
+    int64_t steps = 256;
+    if (const char* e = std::getenv("CONVBWD_GEMM_CHUNK_STEPS")) {
+      const long long v = std::atoll(e);
+      if (v > 0) steps = std::min<int64_t>(steps, v);
+    }
+    return steps;
+  }
+
+  // Cuts the phase's runs into consecutive chunks of at most `steps` steps,
+  // splitting a run that crosses a chunk boundary into two runs (same A and
+  // B positions, continued), so the concatenated run/step sequence is
+  // unchanged.
+  static void split_into_chunks(Phase& ph, int64_t steps) {
+    std::vector<int64_t> a_off, b_off, len;
+    int64_t in_chunk = 0;
+    for (size_t r = 0; r < ph.len.size(); ++r) {
+      int64_t done = 0;
+      while (done < ph.len[r]) {
+        const int64_t take = std::min(ph.len[r] - done, steps - in_chunk);
+        a_off.push_back(ph.a_off[r] + done);
+        b_off.push_back(ph.b_off[r] + done * kNr);
+        len.push_back(take);
+        done += take;
+        in_chunk += take;
+        if (in_chunk == steps) {
+          ph.chunk_ends.push_back(static_cast<int64_t>(len.size()));
+          in_chunk = 0;
+        }
+      }
+    }
+    if (in_chunk > 0) ph.chunk_ends.push_back(static_cast<int64_t>(len.size()));
+    ph.a_off = std::move(a_off);
+    ph.b_off = std::move(b_off);
+    ph.len = std::move(len);
+  }
+
+  static constexpr int64_t kMaxTileGroup = 64;
 
   OpSpec op_;
   int threads_ = 1;

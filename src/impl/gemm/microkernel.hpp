@@ -33,7 +33,7 @@ struct MicroArgs {
   const float* a[kMr] = {};  // gather: six row pointers; strided: a[0] only
   const float* b = nullptr;
   int64_t as = 1;  // strided: A step stride (elements)
-  int64_t bs = kNr;  // B step stride (elements)
+  int64_t bs = kNr;  // B step stride (elements); gather kernels require kNr
   const int64_t* a_off = nullptr;
   const int64_t* b_off = nullptr;
   const int64_t* len = nullptr;
