@@ -11,7 +11,8 @@ std::span<const Implementation> implementations(Op op) {
                                   kGemm1x1FwdImpl, kGemmFwdImpl,      kReferenceImpl};
   static const std::array kBwdData = {kZerosImpl, kDepthwiseDirectImpl, kGemm1x1BwdDataImpl, kGemmBwdDataImpl,
                                       kReferenceImpl};
-  static const std::array kBwdWeights = {kZerosImpl, kDepthwiseDirectImpl, kGemmBwdWeightsImpl, kReferenceImpl};
+  static const std::array kBwdWeights = {kZerosImpl, kDepthwiseDirectImpl, kGemm1x1BwdWeightsImpl, kGemmBwdWeightsImpl,
+                                         kReferenceImpl};
   static const std::array kBias = {kZerosImpl, kBiasReduceImpl, kReferenceImpl};
   switch (op) {
     case Op::fwd: return kFwd;
