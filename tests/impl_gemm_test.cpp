@@ -267,6 +267,30 @@ TEST(ImplGemm, Planar1x1) {
   check_1x1("mb2ic19ih9oc21kh1_tr");              // forward (transposed gradInput)
   check_1x1("mb2ic13ih11oc6kh1_tr_dtbf16");
 }
+// The planar 1x1 weight gradient (gemm_wgrad_1x1_nchw): k-tile and c-block
+// tails, pixel chunks (256) crossed within and across images, tasks split
+// over k-tiles and groups, dy read in place (fp32) or converted (bf16, f16,
+// operand rounding), strided weight-gradient views.
+void check_1x1_wgrad(const std::string& desc, Layout out_layout = Layout::contiguous,
+                     Fill fill_kind = Fill::uniform) {
+  check(desc, Gradient::weight, Layout::contiguous, out_layout, fill_kind, &detail::kGemm1x1BwdWeightsImpl);
+}
+TEST(ImplGemm, Planar1x1Wgrad) {
+  check_1x1_wgrad("mb2ic16ih8oc12kh1");
+  check_1x1_wgrad("mb2ic23ih9iw13oc17kh1");
+  check_1x1_wgrad("mb3ic7ih23iw21oc301kh1", Layout::contiguous, Fill::small_ints);  // chunks, exact sums
+  check_1x1_wgrad("mb2ic20iw300oc9kw1");
+  check_1x1_wgrad("mb1ic6id4ih5iw6oc10kd1kh1kw1");
+  check_1x1_wgrad("mb2ic24ih9oc36kh1g3");
+  check_1x1_wgrad("mb2ic18ih8iw17oc20kh1_dtbf16");
+  check_1x1_wgrad("mb2ic18ih8iw17oc20kh1_dtf16:bf16:f32");
+  check_1x1_wgrad("mb2ic18ih9oc20kh1_math1");
+  check_1x1_wgrad("mb2ic18ih9oc20kh1_math2");
+  check_1x1_wgrad("mb2ic18ih9oc20kh1", Layout::padded);
+  check_1x1_wgrad("mb2ic18ih9oc20kh1", Layout::reversed);
+  check_1x1_wgrad("mb2ic19ih9oc21kh1_tr");
+}
+
 TEST(ImplGemm, Planar1x1Declines) {
   for (const char* d : {"mb2ic16ih8oc12kh3ph1", "mb2ic16ih8oc12kh1sh2", "mb2ic16ih8oc12kh1ph1", "mb2ic16ih7oc12kh1"}) {
     auto p = Problem::parse(d);
@@ -275,6 +299,9 @@ TEST(ImplGemm, Planar1x1Declines) {
     ASSERT_TRUE(spec) << spec.error().message;
     std::string why;
     EXPECT_FALSE(detail::kGemm1x1BwdDataImpl.plan(spec->op_for(Gradient::input), {Isa::scalar, 1}, &why)) << d;
+    EXPECT_FALSE(why.empty()) << d;
+    why.clear();
+    EXPECT_FALSE(detail::kGemm1x1BwdWeightsImpl.plan(spec->op_for(Gradient::weight), {Isa::scalar, 1}, &why)) << d;
     EXPECT_FALSE(why.empty()) << d;
   }
 }

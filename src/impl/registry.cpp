@@ -12,8 +12,10 @@ std::span<const Implementation> implementations(Op op) {
   static const std::array kBwdData = {kZerosImpl,          kDepthwiseClImpl,          kDepthwiseDirectImpl,
                                       kGemm1x1BwdDataImpl, kSmallChannelsBwdDataImpl, kGemmBwdDataImpl,
                                       kReferenceImpl};
-  static const std::array kBwdWeights = {kZerosImpl, kDepthwiseClImpl, kDepthwiseDirectImpl, kSmallChannelsBwdWeightsImpl,
-                                         kGemmBwdWeightsImpl, kReferenceImpl};
+  static const std::array kBwdWeights = {kZerosImpl,           kDepthwiseClImpl,
+                                         kDepthwiseDirectImpl, kGemm1x1BwdWeightsImpl,
+                                         kSmallChannelsBwdWeightsImpl, kGemmBwdWeightsImpl,
+                                         kReferenceImpl};
   static const std::array kBias = {kZerosImpl, kBiasReduceImpl, kReferenceImpl};
   switch (op) {
     case Op::fwd: return kFwd;

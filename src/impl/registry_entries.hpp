@@ -16,6 +16,7 @@ extern const Implementation kGemmBwdDataImpl;     // src/impl/gemm
 extern const Implementation kGemmBwdWeightsImpl;  // src/impl/gemm
 extern const Implementation kGemm1x1FwdImpl;      // src/impl/gemm
 extern const Implementation kGemm1x1BwdDataImpl;  // src/impl/gemm
+extern const Implementation kGemm1x1BwdWeightsImpl;  // src/impl/gemm
 extern const Implementation kFp8FwdDirectImpl;   // src/impl/fp8_direct
 extern const Implementation kReferenceImpl;
 

@@ -14,9 +14,14 @@
 // gradient): the accumulators stay in registers across every run, so a whole
 // reduction costs one load and one store of the 6x16 tile.
 //
-// Why 6x16 on AVX2: 12 ymm accumulators + 2 B vectors + 1 broadcast = 15 of
-// the 16 registers, and each step issues 12 FMAs against 8 loads, which keeps
-// both FMA pipes busy without saturating the load ports.
+// Why 6x16 on AVX2: 12 ymm accumulators + 2 B vectors + 2 alternating
+// broadcasts = the 16 registers, and each step issues 12 FMAs against 8
+// loads, which keeps both FMA pipes busy without saturating the load ports.
+//
+// Users: gather_conv.cpp (fwd, phase dgrad: gather), wgrad_conv.cpp (blocked
+// channels-last wgrad: strided), nchw_1x1.cpp (planar 1x1 fwd/dgrad:
+// strided, A = packed weights), wgrad_1x1.cpp (planar 1x1 wgrad: gather, A
+// rows = dy channel rows in place).
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,8 @@
 // products run by run, step by step, one fused multiply-add each.
 #include <immintrin.h>
 
+#include <cassert>
+
 #include "impl/gemm/microkernel.hpp"
 
 namespace convbwd::detail {
@@ -77,6 +79,7 @@ void kernel(const MicroArgs& p) {
     if (len <= 0) continue;
     if constexpr (Gather) {
       // The gather B panel is dense (bs == kNr): steps are 64 bytes apart.
+      assert(p.bs == kNr);
       const int64_t o = p.a_off[r];
       const float* const rows[kMr] = {p.a[0] + o, p.a[1] + o, p.a[2] + o, p.a[3] + o, p.a[4] + o, p.a[5] + o};
       const int64_t len4 = len & ~int64_t{3};

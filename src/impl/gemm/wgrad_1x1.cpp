@@ -1,0 +1,203 @@
+// Weight gradient of 1x1, stride-1, unpadded convolutions straight from
+// planar (NCHW-like) tensors:
+//
+//   dW[g, k, c] = sum over images n, pixels p of dy[n, g, k, p] * x[n, g, c, p]
+//
+// A 6x16 tile is 6 output channels k by 16 input channels c. The gather
+// kernel's six A rows are six dy channel rows, read where they lie (pixels
+// are contiguous); only x is packed, per pixel chunk and 16-channel block,
+// as [p][16] (an 8x8-transposing conversion of 16 x chunk floats into L1).
+//
+// Why: the general weight-gradient path first copies dy and x to blocked
+// channels-last images. For 1x1 layers that copy (26 MB of dy on
+// mb8ic64ih56oc256kh1) cost ~60% of the GEMM time.
+//
+// Tasks own disjoint ranges of k-tiles (all c-blocks of each) and walk the
+// pixels in one fixed order (n, then p ascending), so each output's sum has
+// the same terms in the same order for any thread count. Between pixel
+// chunks the tiles rest in fp32 in the workspace (exact).
+#include <algorithm>
+#include <memory>
+
+#include "impl/gemm/common.hpp"
+#include "impl/registry_entries.hpp"
+#include "runtime/thread_pool.hpp"
+
+namespace convbwd::detail::gemm {
+namespace {
+
+// True when the spatial dims of a [N, channels, spatial...] view are one
+// sequence of contiguous pixels.
+bool contiguous_pixels(const View& v, int spatial) {
+  int64_t expect = 1;
+  for (int d = spatial - 1; d >= 0; --d) {
+    if (v.dims[2 + d] != 1 && v.strides[2 + d] != expect) return false;
+    expect *= v.dims[2 + d];
+  }
+  return true;
+}
+
+class Wgrad1x1Kernel final : public OpKernel {
+ public:
+  Wgrad1x1Kernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(std::max(ctx.threads, 1)) {
+    const Geometry& g = op.geo;
+    kern_ = kernels_for(ctx.isa).gather;
+    convert_ = kernels_for(ctx.isa).convert;
+    groups_ = g.groups;
+    n_ = g.n;
+    k_ = g.k;
+    c_ = g.c;
+    pixels_ = 1;
+    for (int d = 0; d < g.spatial; ++d) pixels_ *= g.xsize[d];
+    kt_ = ceil_div(k_, kMr);
+    cb_ = ceil_div(c_, kNr);
+    // fp32 operands without rounding are read in place; anything else is
+    // converted (and rounded) into a per-thread copy of the task's dy rows.
+    direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none;
+    // Two tasks per thread when there are enough k-tiles: each task reads
+    // its dy rows once and packs every x chunk once.
+    tasks_ = std::min<int64_t>(groups_ * kt_, 2 * threads_);
+    acc_floats_ = round_up(groups_ * kt_ * cb_ * kMr * kNr, kAlignFloats);
+    const int64_t rows_per_task = ceil_div(groups_ * kt_, tasks_) * kMr;
+    scratch_floats_ = round_up(kChunk * kNr + (direct_ ? 0 : rows_per_task * kChunk), kAlignFloats);
+  }
+
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(acc_floats_ + threads_ * scratch_floats_) * sizeof(float);
+  }
+
+  void run(const OpArgs& args, ThreadPool& pool) const override {
+    float* const acc = reinterpret_cast<float*>(args.workspace);
+    float* const scratch = acc + acc_floats_;
+    pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
+      compute(args, acc, scratch + thread * scratch_floats_, t);
+    });
+  }
+
+ private:
+  // Pixels per chunk: a 16-channel x panel of 256 pixels is 16 KB (L1), and
+  // a tile's 256 steps make its accumulator loads and stores noise.
+  static constexpr int64_t kChunk = 256;
+
+  void compute(const OpArgs& args, float* acc, float* scratch, int64_t task) const {
+    const int64_t units = groups_ * kt_;  // (group, k-tile), k-tile fastest
+    const int64_t lo = units * task / tasks_, hi = units * (task + 1) / tasks_;
+    if (lo >= hi) return;
+    const View& a = op_.a;  // dy [N, G*K, pixels]
+    const View& b = op_.b;  // x  [N, G*C, pixels]
+    float* const panel = scratch;
+    float* const rows = scratch + kChunk * kNr;  // converted dy rows [unit][6][kChunk]
+    MicroArgs ka;
+    const int64_t zero = 0;
+    int64_t len = 0;
+    ka.a_off = &zero;
+    ka.b_off = &zero;
+    ka.len = &len;
+    ka.runs = 1;
+    ka.bs = kNr;
+    ka.b = panel;
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t p0 = 0; p0 < pixels_; p0 += kChunk) {
+        len = std::min(kChunk, pixels_ - p0);
+        const bool first = n == 0 && p0 == 0;
+        if (!direct_)
+          for (int64_t u = lo; u < hi; ++u)
+            for (int i = 0; i < kMr; ++i) {
+              const int64_t k = std::min((u % kt_) * kMr + i, k_ - 1);  // rows past K repeat a real row
+              const int64_t src = a.offset + n * a.strides[0] + ((u / kt_) * k_ + k) * a.strides[1] + p0;
+              // One "pixel" of len unit-stride "channels": the converter's
+              // plain vector copy (its pixel stride is unused for one pixel).
+              convert_(args.a, a.dtype, op_.rounding, src, 1, kChunk, len, 1, rows + ((u - lo) * kMr + i) * kChunk,
+                       kChunk);
+            }
+        int64_t g_panel = -1, cb_panel = -1;
+        for (int64_t cb = 0; cb < cb_; ++cb)
+          for (int64_t u = lo; u < hi; ++u) {
+            const int64_t g = u / kt_, kt = u % kt_;
+            if (g != g_panel || cb != cb_panel) {
+              // x panel [p][16] of channels cb*16.. of group g; zero past C.
+              const int64_t nc = std::min<int64_t>(kNr, c_ - cb * kNr);
+              convert_(args.b, b.dtype, op_.rounding,
+                       b.offset + n * b.strides[0] + (g * c_ + cb * kNr) * b.strides[1] + p0, b.strides[1], 1, nc,
+                       len, panel, kNr);
+              if (nc < kNr)
+                for (int64_t p = 0; p < len; ++p) std::fill(panel + p * kNr + nc, panel + (p + 1) * kNr, 0.0f);
+              g_panel = g;
+              cb_panel = cb;
+            }
+            for (int i = 0; i < kMr; ++i) {
+              if (direct_) {
+                const int64_t k = std::min(kt * kMr + i, k_ - 1);
+                ka.a[i] = static_cast<const float*>(args.a) + a.offset + n * a.strides[0] +
+                          (g * k_ + k) * a.strides[1] + p0;
+              } else {
+                ka.a[i] = rows + ((u - lo) * kMr + i) * kChunk;
+              }
+            }
+            ka.acc = acc + (u * cb_ + cb) * kMr * kNr;
+            ka.accumulate = !first;
+            kern_(ka);
+          }
+      }
+    // Store this task's tiles.
+    const View& w = op_.dst;  // [G*K, C, 1...]
+    int64_t row_base[kMr];
+    for (int64_t u = lo; u < hi; ++u)
+      for (int64_t cb = 0; cb < cb_; ++cb) {
+        const int64_t g = u / kt_, k0 = (u % kt_) * kMr;
+        const int rows_n = static_cast<int>(std::min<int64_t>(kMr, k_ - k0));
+        const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
+        for (int i = 0; i < rows_n; ++i) row_base[i] = w.offset + (g * k_ + k0 + i) * w.strides[0] + cb * kNr * w.strides[1];
+        store_tile(args.dst, w.dtype, acc + (u * cb_ + cb) * kMr * kNr, row_base, rows_n, w.strides[1], cols);
+      }
+  }
+
+  OpSpec op_;
+  int threads_ = 1;
+  MicroKernel kern_ = nullptr;
+  ToChannelsLast convert_ = nullptr;
+  int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, pixels_ = 0, kt_ = 0, cb_ = 0, tasks_ = 1;
+  int64_t acc_floats_ = 0, scratch_floats_ = 0;
+  bool direct_ = false;
+};
+
+}  // namespace
+}  // namespace convbwd::detail::gemm
+
+namespace convbwd::detail {
+
+const Implementation kGemm1x1BwdWeightsImpl = {
+    "gemm_wgrad_1x1_nchw",
+    [](const OpSpec& op, const PlanContext& ctx, std::string* why) -> std::unique_ptr<OpKernel> {
+      if (op.op != Op::bwd_weights) {
+        *why = "not this operation";
+        return nullptr;
+      }
+      if (!gemm::supported(op, why)) return nullptr;
+      const Geometry& g = op.geo;
+      int64_t pixels = 1;
+      for (int d = 0; d < g.spatial; ++d) {
+        if (g.ksize[d] != 1 || g.stride[d] != 1 || g.pad_before[d] != 0 || g.pad_after[d] != 0 ||
+            g.xsize[d] != g.ysize[d]) {
+          *why = "not a 1x1, stride-1, unpadded convolution";
+          return nullptr;
+        }
+        pixels *= g.xsize[d];
+      }
+      if (pixels < 64) {
+        *why = "fewer than 64 pixels per image";
+        return nullptr;
+      }
+      if (!gemm::contiguous_pixels(op.a, g.spatial) || !gemm::contiguous_pixels(op.b, g.spatial)) {
+        *why = "the pixels of dy or x are not contiguous (channels-last: the blocked-copy path reads them)";
+        return nullptr;
+      }
+      auto k = std::make_unique<gemm::Wgrad1x1Kernel>(op, ctx);
+      if (static_cast<int64_t>(k->workspace_bytes()) > gemm::workspace_budget(op)) {
+        *why = "the fp32 tiles of the whole weight gradient exceed the workspace budget";
+        return nullptr;
+      }
+      return k;
+    }};
+
+}  // namespace convbwd::detail
