@@ -88,7 +88,11 @@ struct Loader {
   DataType dtype;
   OperandRounding rounding;
   double operator()(int64_t i) const {
-    const float v = load_as_float(base, i, dtype);
+    // The common dtypes inline: the event pass reads every operand element.
+    const float v = dtype == DataType::f32    ? static_cast<const float*>(base)[i]
+                    : dtype == DataType::bf16 ? bf16_to_float(static_cast<const uint16_t*>(base)[i])
+                    : dtype == DataType::f16  ? f16_to_float(static_cast<const uint16_t*>(base)[i])
+                                              : load_as_float(base, i, dtype);
     switch (rounding) {
       case OperandRounding::none: return v;
       case OperandRounding::hf32: return round_to_hf32(v);
@@ -173,75 +177,172 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
   view[static_cast<int>(rd)] = &op.dst;
   const Indexer at[3] = {{view[0], sp}, {view[1], sp}, {view[2], sp}};
   const Loader load_a{a, op.a.dtype, op.rounding}, load_b{b, op.b.dtype, op.rounding};
-  const Role roles[2] = {ra, rb};
-  const Loader* loads[2] = {&load_a, &load_b};
-
-  // One real tap: image n, group gr, y channel k, x channel c, output
-  // position o, kernel tap r, image position xi (= o*s - pad + r*d, inside).
   using Pos = std::array<int64_t, 3>;
-  auto visit = [&](int64_t n, int64_t gr, int64_t k, int64_t c, const Pos& o, const Pos& r, const Pos& xi) {
+
+  // Element indices of a, b and dst for one real tap: image n, group gr,
+  // y channel k, x channel c, output position o, kernel tap r, image
+  // position xi (= o*s - pad + r*d, inside the image).
+  struct Tap {
+    int64_t a, b, dst;
+  };
+  auto tap = [&](int64_t n, int64_t gr, int64_t k, int64_t c, const Pos& o, const Pos& r, const Pos& xi) {
     const int64_t idx[3] = {at[0](n, gr * g.c + c, xi), at[1](n, gr * g.k + k, o), at[2](gr * g.k + k, c, r)};
-    const double term = (*loads[0])(idx[static_cast<int>(roles[0])]) * (*loads[1])(idx[static_cast<int>(roles[1])]);
-    const int64_t d = idx[static_cast<int>(rd)];
-    store_from_double(dst, d, op.dst.dtype, static_cast<double>(load_as_float(dst, d, op.dst.dtype)) + term);
+    return Tap{idx[static_cast<int>(ra)], idx[static_cast<int>(rb)], idx[static_cast<int>(rd)]};
   };
 
-  for (int which = 0; which < 2; ++which) {
-    if (!(which == 0 ? scan_a : scan_b)) continue;
-    const Role role = roles[which];
-    const Loader& load = *loads[which];
-    const Indexer& idx = at[static_cast<int>(role)];
+  // Calls f(tap) for every real tap through element (d0, d1, p) of the
+  // tensor in `role`, until f returns false.
+  auto for_each_tap = [&](Role role, int64_t d0, int64_t d1, const Pos& p, auto&& f) {
+    auto each = [](const Pos& size, auto&& body) {  // false: stopped early
+      Pos i{};
+      for (i[0] = 0; i[0] < size[0]; ++i[0])
+        for (i[1] = 0; i[1] < size[1]; ++i[1])
+          for (i[2] = 0; i[2] < size[2]; ++i[2])
+            if (!body(i)) return false;
+      return true;
+    };
+    switch (role) {
+      case Role::x: {  // x[n, g*C + c, xi]: every k and tap r whose output position o exists
+        const int64_t n = d0, gr = d1 / g.c, c = d1 % g.c;
+        for (int64_t k = 0; k < g.k; ++k)
+          if (!each(s.k, [&](const Pos& r) {
+                Pos o{};
+                for (int d = 0; d < 3; ++d) {
+                  const int64_t t = p[d] + s.pb[d] - r[d] * s.d[d];
+                  if (t < 0 || t % s.s[d] != 0 || t / s.s[d] >= s.y[d]) return true;
+                  o[d] = t / s.s[d];
+                }
+                return f(tap(n, gr, k, c, o, r, p));
+              }))
+            return;
+        return;
+      }
+      case Role::y: {  // y[n, g*K + k, o]: every c and tap r whose image position exists
+        const int64_t n = d0, gr = d1 / g.k, k = d1 % g.k;
+        for (int64_t c = 0; c < g.c; ++c)
+          if (!each(s.k, [&](const Pos& r) {
+                Pos xi{};
+                for (int d = 0; d < 3; ++d) {
+                  xi[d] = p[d] * s.s[d] - s.pb[d] + r[d] * s.d[d];
+                  if (xi[d] < 0 || xi[d] >= s.x[d]) return true;
+                }
+                return f(tap(n, gr, k, c, p, r, xi));
+              }))
+            return;
+        return;
+      }
+      case Role::w: {  // w[g*K + k, c, r]: every image and output position o whose image position exists
+        const int64_t gr = d0 / g.k, k = d0 % g.k, c = d1;
+        for (int64_t n = 0; n < g.n; ++n)
+          if (!each(s.y, [&](const Pos& o) {
+                Pos xi{};
+                for (int d = 0; d < 3; ++d) {
+                  xi[d] = o[d] * s.s[d] - s.pb[d] + p[d] * s.d[d];
+                  if (xi[d] < 0 || xi[d] >= s.x[d]) return true;
+                }
+                return f(tap(n, gr, k, c, o, p, xi));
+              }))
+            return;
+        return;
+      }
+    }
+  };
+
+  // Calls f(d0, d1, p) for every element of the tensor in `role`.
+  auto for_each_element_of = [&](Role role, auto&& f) {
     const View& v = *view[static_cast<int>(role)];
-    std::array<int64_t, 3> size{1, 1, 1};
+    Pos size{1, 1, 1};
     for (int d = 0; d < sp; ++d) size[static_cast<size_t>(3 - sp + d)] = v.dims[static_cast<size_t>(2 + d)];
     for (int64_t d0 = 0; d0 < v.dims[0]; ++d0)
-      for (int64_t d1 = 0; d1 < v.dims[1]; ++d1)
-        for_each_index(size, [&](const Pos& p) {
-          if (std::isfinite(load(idx(d0, d1, p)))) return;
-          switch (role) {
-            case Role::x: {  // x[n, g*C + c, xi]: every k and tap r whose output position o exists
-              const int64_t n = d0, gr = d1 / g.c, c = d1 % g.c;
-              for (int64_t k = 0; k < g.k; ++k)
-                for_each_index(s.k, [&](const Pos& r) {
-                  Pos o{};
-                  for (int d = 0; d < 3; ++d) {
-                    const int64_t t = p[d] + s.pb[d] - r[d] * s.d[d];
-                    if (t < 0 || t % s.s[d] != 0 || t / s.s[d] >= s.y[d]) return;
-                    o[d] = t / s.s[d];
-                  }
-                  visit(n, gr, k, c, o, r, p);
-                });
-              return;
-            }
-            case Role::y: {  // y[n, g*K + k, o]: every c and tap r whose image position exists
-              const int64_t n = d0, gr = d1 / g.k, k = d1 % g.k;
-              for (int64_t c = 0; c < g.c; ++c)
-                for_each_index(s.k, [&](const Pos& r) {
-                  Pos xi{};
-                  for (int d = 0; d < 3; ++d) {
-                    xi[d] = p[d] * s.s[d] - s.pb[d] + r[d] * s.d[d];
-                    if (xi[d] < 0 || xi[d] >= s.x[d]) return;
-                  }
-                  visit(n, gr, k, c, p, r, xi);
-                });
-              return;
-            }
-            case Role::w: {  // w[g*K + k, c, r]: every image and output position o whose image position exists
-              const int64_t gr = d0 / g.k, k = d0 % g.k, c = d1;
-              for (int64_t n = 0; n < g.n; ++n)
-                for_each_index(s.y, [&](const Pos& o) {
-                  Pos xi{};
-                  for (int d = 0; d < 3; ++d) {
-                    xi[d] = o[d] * s.s[d] - s.pb[d] + p[d] * s.d[d];
-                    if (xi[d] < 0 || xi[d] >= s.x[d]) return;
-                  }
-                  visit(n, gr, k, c, o, p, xi);
-                });
-              return;
-            }
-          }
+      for (int64_t d1 = 0; d1 < v.dims[1]; ++d1) for_each_index(size, [&](const Pos& p) { f(d0, d1, p); });
+  };
+  // Taps through one element of a tensor (an upper bound: padding cuts some).
+  auto fan = [&](Role role) {
+    return role == Role::x ? g.k * s.taps() : role == Role::y ? g.c * s.taps() : g.n * s.y_pixels();
+  };
+
+  const DataType dt = op.dst.dtype;
+  auto add = [&](int64_t d, double term) {
+    store_from_double(dst, d, dt, static_cast<double>(load_as_float(dst, d, dt)) + term);
+  };
+
+  // Two ways to visit the same terms.
+  // Sparse: from each non-finite operand element through its taps (cost:
+  // their count times their fan-out; a product of two non-finite factors is
+  // added twice, which changes nothing).
+  // Dense: from each output through its taps, stopping at the first NaN
+  // term (nothing changes a NaN): all-NaN operands cost about one tap per
+  // output; the worst case (every term +-Inf of one sign) is one plain loop
+  // version of the operation.
+  // What each operand holds: its count of non-finite elements, and whether
+  // some element is NaN, +-Inf, zero, positive, negative.
+  struct Summary {
+    int64_t events = 0;
+    bool nan = false, inf = false, zero = false, pos = false, neg = false;
+  } sum[2];
+  const Role roles[2] = {ra, rb};
+  const Loader* loads[2] = {&load_a, &load_b};
+  auto summarize = [&](int which) {
+    const Indexer& idx = at[static_cast<int>(roles[which])];
+    Summary& m = sum[which];
+    for_each_element_of(roles[which], [&](int64_t d0, int64_t d1, const Pos& p) {
+      const double v = (*loads[which])(idx(d0, d1, p));
+      m.events += std::isfinite(v) ? 0 : 1;
+      m.nan |= std::isnan(v);
+      m.inf |= std::isinf(v);
+      m.zero |= v == 0;
+      m.pos |= v > 0;
+      m.neg |= v < 0;
+    });
+  };
+  // The operand without NaN/Inf is summarized only if the dense pass runs.
+  if (scan_a) summarize(0);
+  if (scan_b) summarize(1);
+  const int64_t events[2] = {sum[0].events, sum[1].events};
+  const double sparse_cost = static_cast<double>(events[0]) * static_cast<double>(fan(ra)) +
+                             static_cast<double>(events[1]) * static_cast<double>(fan(rb));
+  const double dense_cost = static_cast<double>(op.dst.elements()) * static_cast<double>(fan(rd));
+
+  // The dense pass's bound is rarely reached: once most outputs meet a NaN
+  // early, it costs a few taps per output. So the sparse pass must be clearly
+  // cheaper to be chosen (a quarter: all-NaN operands then go dense).
+  if (4 * sparse_cost < dense_cost) {
+    for (int which = 0; which < 2; ++which) {
+      if (events[which] == 0) continue;
+      const Indexer& idx = at[static_cast<int>(roles[which])];
+      const Loader& load = *loads[which];
+      for_each_element_of(roles[which], [&](int64_t d0, int64_t d1, const Pos& p) {
+        const double e = load(idx(d0, d1, p));
+        if (std::isfinite(e)) return;
+        for_each_tap(roles[which], d0, d1, p, [&](const Tap& t) {
+          // A NaN event makes every term NaN: the other factor need not be read.
+          add(t.dst, std::isnan(e) ? e : load_a(t.a) * load_b(t.b));
+          return true;
         });
+      });
+    }
+    return;
   }
+  if (!scan_a) summarize(0);
+  if (!scan_b) summarize(1);
+  // When no term can be NaN and all non-finite terms have one sign, an
+  // output's first non-finite term is its final state: the dense pass stops
+  // there (every operand +Inf, say, costs one tap per output too).
+  const Summary &sa = sum[0], &sb = sum[1];
+  const bool nan_term = sa.nan || sb.nan || (sa.inf && sb.zero) || (sb.inf && sa.zero);
+  const bool pos_term = (sa.pos && sb.pos) || (sa.neg && sb.neg);
+  const bool neg_term = (sa.pos && sb.neg) || (sa.neg && sb.pos);
+  const bool first_is_final = !nan_term && !(pos_term && neg_term);
+  const Indexer& out = at[static_cast<int>(rd)];
+  for_each_element_of(rd, [&](int64_t d0, int64_t d1, const Pos& p) {
+    double state = 0;  // the sum of the non-finite terms so far (0: none)
+    for_each_tap(rd, d0, d1, p, [&](const Tap& t) {
+      const double term = load_a(t.a) * load_b(t.b);
+      if (!std::isfinite(term)) state += term;
+      return !(std::isnan(state) || (first_is_final && std::isinf(state)));
+    });
+    if (!std::isfinite(state)) add(out(d0, d1, p), state);
+  });
 }
 
 }  // namespace convbwd::detail
