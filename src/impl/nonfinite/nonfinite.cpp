@@ -301,20 +301,66 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
   // term (nothing changes a NaN): all-NaN operands cost about one tap per
   // output; the worst case (every term +-Inf of one sign) is one plain loop
   // version of the operation.
-  // What each operand holds: its count of non-finite elements, and whether
-  // some element is NaN, +-Inf, zero, positive, negative.
-  struct Summary {
-    int64_t events = 0;
-    bool nan = false, inf = false, zero = false, pos = false, neg = false;
-  } sum[2];
   const Role roles[2] = {ra, rb};
   const Loader* loads[2] = {&load_a, &load_b};
+  const void* bases[2] = {a, b};
+  const bool scanned[2] = {scan_a, scan_b};
+  // Calls f(d0, d1, p, value) for every non-finite element of operand
+  // `which`; planes (d0, d1) without any are skipped by the vectorized scan,
+  // so a few NaNs cost little more than that scan.
+  auto for_each_event = [&](int which, auto&& f) {
+    const Role role = roles[which];
+    const Indexer& idx = at[static_cast<int>(role)];
+    const Loader& load = *loads[which];
+    const View& v = *view[static_cast<int>(role)];
+    Pos size{1, 1, 1};
+    for (int d = 0; d < sp; ++d) size[static_cast<size_t>(3 - sp + d)] = v.dims[static_cast<size_t>(2 + d)];
+    for (int64_t d0 = 0; d0 < v.dims[0]; ++d0)
+      for (int64_t d1 = 0; d1 < v.dims[1]; ++d1) {
+        View plane = v;
+        plane.offset += d0 * v.strides[0] + d1 * v.strides[1];
+        plane.dims[0] = plane.dims[1] = 1;
+        if (!has_nonfinite(bases[which], plane, op.rounding)) continue;
+        for_each_index(size, [&](const Pos& p) {
+          const double e = load(idx(d0, d1, p));
+          if (!std::isfinite(e)) f(d0, d1, p, e);
+        });
+      }
+  };
+  double sparse_cost = 0;
+  for (int which = 0; which < 2; ++which)
+    if (scanned[which]) {
+      const auto cost = static_cast<double>(fan(roles[which]));
+      for_each_event(which, [&](int64_t, int64_t, const Pos&, double) { sparse_cost += cost; });
+    }
+  const double dense_cost = static_cast<double>(op.dst.elements()) * static_cast<double>(fan(rd));
+
+  // The dense pass's bound is rarely reached: once most outputs meet a NaN
+  // early, it costs a few taps per output. So the sparse pass must be clearly
+  // cheaper to be chosen (a quarter: all-NaN operands then go dense).
+  if (4 * sparse_cost < dense_cost) {
+    for (int which = 0; which < 2; ++which)
+      if (scanned[which])
+        for_each_event(which, [&](int64_t d0, int64_t d1, const Pos& p, double e) {
+          for_each_tap(roles[which], d0, d1, p, [&](const Tap& t) {
+            // A NaN event makes every term NaN: the other factor need not be read.
+            add(t.dst, std::isnan(e) ? e : load_a(t.a) * load_b(t.b));
+            return true;
+          });
+        });
+    return;
+  }
+
+  // What each operand holds: whether some element is NaN, +-Inf, zero,
+  // positive, negative.
+  struct Summary {
+    bool nan = false, inf = false, zero = false, pos = false, neg = false;
+  } sum[2];
   auto summarize = [&](int which) {
     const Indexer& idx = at[static_cast<int>(roles[which])];
     Summary& m = sum[which];
     for_each_element_of(roles[which], [&](int64_t d0, int64_t d1, const Pos& p) {
       const double v = (*loads[which])(idx(d0, d1, p));
-      m.events += std::isfinite(v) ? 0 : 1;
       m.nan |= std::isnan(v);
       m.inf |= std::isinf(v);
       m.zero |= v == 0;
@@ -322,36 +368,8 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
       m.neg |= v < 0;
     });
   };
-  // The operand without NaN/Inf is summarized only if the dense pass runs.
-  if (scan_a) summarize(0);
-  if (scan_b) summarize(1);
-  const int64_t events[2] = {sum[0].events, sum[1].events};
-  const double sparse_cost = static_cast<double>(events[0]) * static_cast<double>(fan(ra)) +
-                             static_cast<double>(events[1]) * static_cast<double>(fan(rb));
-  const double dense_cost = static_cast<double>(op.dst.elements()) * static_cast<double>(fan(rd));
-
-  // The dense pass's bound is rarely reached: once most outputs meet a NaN
-  // early, it costs a few taps per output. So the sparse pass must be clearly
-  // cheaper to be chosen (a quarter: all-NaN operands then go dense).
-  if (4 * sparse_cost < dense_cost) {
-    for (int which = 0; which < 2; ++which) {
-      if (events[which] == 0) continue;
-      const Indexer& idx = at[static_cast<int>(roles[which])];
-      const Loader& load = *loads[which];
-      for_each_element_of(roles[which], [&](int64_t d0, int64_t d1, const Pos& p) {
-        const double e = load(idx(d0, d1, p));
-        if (std::isfinite(e)) return;
-        for_each_tap(roles[which], d0, d1, p, [&](const Tap& t) {
-          // A NaN event makes every term NaN: the other factor need not be read.
-          add(t.dst, std::isnan(e) ? e : load_a(t.a) * load_b(t.b));
-          return true;
-        });
-      });
-    }
-    return;
-  }
-  if (!scan_a) summarize(0);
-  if (!scan_b) summarize(1);
+  summarize(0);
+  summarize(1);
   // When no term can be NaN and all non-finite terms have one sign, an
   // output's first non-finite term is its final state: the dense pass stops
   // there (every operand +Inf, say, costs one tap per output too).
