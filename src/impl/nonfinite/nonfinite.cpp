@@ -8,6 +8,7 @@
 
 #include "impl/view_loops.hpp"
 #include "numeric/float_formats.hpp"
+#include "runtime/thread_pool.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -188,7 +189,8 @@ void zero_nonfinite(float* p, int64_t n) {
     if (!std::isfinite(p[i])) p[i] = 0.0f;
 }
 
-void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b) {
+void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b,
+                         ThreadPool& pool, int threads) {
   if (op.op == Op::bias) return;
   const Geometry& g = op.geo;
   const Space s = space_of(g);
@@ -379,14 +381,23 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
   const bool neg_term = (sa.pos && sb.neg) || (sa.neg && sb.pos);
   const bool first_is_final = !nan_term && !(pos_term && neg_term);
   const Indexer& out = at[static_cast<int>(rd)];
-  for_each_element_of(rd, [&](int64_t d0, int64_t d1, const Pos& p) {
-    double state = 0;  // the sum of the non-finite terms so far (0: none)
-    for_each_tap(rd, d0, d1, p, [&](const Tap& t) {
-      const double term = load_a(t.a) * load_b(t.b);
-      if (!std::isfinite(term)) state += term;
-      return !(std::isnan(state) || (first_is_final && std::isinf(state)));
+  // Outputs are independent here (each gets one add of a state summed in a
+  // fixed tap order), so planes of the output run in parallel: the bits do
+  // not depend on which thread computes which plane.
+  const View& dv = op.dst;
+  Pos size{1, 1, 1};
+  for (int d = 0; d < sp; ++d) size[static_cast<size_t>(3 - sp + d)] = dv.dims[static_cast<size_t>(2 + d)];
+  pool.parallel_for(dv.dims[0] * dv.dims[1], threads, [&](int64_t plane, int) {
+    const int64_t d0 = plane / dv.dims[1], d1 = plane % dv.dims[1];
+    for_each_index(size, [&](const Pos& p) {
+      double state = 0;  // the sum of the non-finite terms so far (0: none)
+      for_each_tap(rd, d0, d1, p, [&](const Tap& t) {
+        const double term = load_a(t.a) * load_b(t.b);
+        if (!std::isfinite(term)) state += term;
+        return !(std::isnan(state) || (first_is_final && std::isinf(state)));
+      });
+      if (!std::isfinite(state)) add(out(d0, d1, p), state);
     });
-    if (!std::isfinite(state)) add(out(d0, d1, p), state);
   });
 }
 

@@ -36,6 +36,8 @@
 
 namespace convbwd::detail {
 
+class ThreadPool;
+
 // Whether some element of the view is NaN or +-Inf once rounded as
 // `rounding` says (fp16 rounding overflows above 65504, HF32 near FLT_MAX).
 bool has_nonfinite(const void* base, const View& v, OperandRounding rounding);
@@ -47,7 +49,10 @@ void zero_nonfinite(float* p, int64_t n);
 // Step 3 above: adds into dst every product, through real taps only, that has
 // a non-finite factor in operand a (when scan_a) or b (when scan_b). For
 // Op::bias nothing is needed (no taps, no padding) and nothing is done.
-// Serial, in a fixed order: the bits do not depend on the thread count.
-void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b);
+// The sparse way runs serially in a fixed order, the dense way in parallel
+// over output planes (each output gets one add): the bits do not depend on
+// the thread count.
+void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b,
+                         ThreadPool& pool, int threads);
 
 }  // namespace convbwd::detail
