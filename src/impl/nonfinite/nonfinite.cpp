@@ -308,34 +308,40 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
   const void* bases[2] = {a, b};
   const bool scanned[2] = {scan_a, scan_b};
   // Calls f(d0, d1, p, value) for every non-finite element of operand
-  // `which`; planes (d0, d1) without any are skipped by the vectorized scan,
-  // so a few NaNs cost little more than that scan.
+  // `which` until f returns false; planes (d0, d1) without any are skipped
+  // by the vectorized scan, so a few NaNs cost little more than that scan.
   auto for_each_event = [&](int which, auto&& f) {
+    bool go = true;
     const Role role = roles[which];
     const Indexer& idx = at[static_cast<int>(role)];
     const Loader& load = *loads[which];
     const View& v = *view[static_cast<int>(role)];
     Pos size{1, 1, 1};
     for (int d = 0; d < sp; ++d) size[static_cast<size_t>(3 - sp + d)] = v.dims[static_cast<size_t>(2 + d)];
-    for (int64_t d0 = 0; d0 < v.dims[0]; ++d0)
-      for (int64_t d1 = 0; d1 < v.dims[1]; ++d1) {
+    for (int64_t d0 = 0; d0 < v.dims[0] && go; ++d0)
+      for (int64_t d1 = 0; d1 < v.dims[1] && go; ++d1) {
         View plane = v;
         plane.offset += d0 * v.strides[0] + d1 * v.strides[1];
         plane.dims[0] = plane.dims[1] = 1;
         if (!has_nonfinite(bases[which], plane, op.rounding)) continue;
         for_each_index(size, [&](const Pos& p) {
+          if (!go) return;
           const double e = load(idx(d0, d1, p));
-          if (!std::isfinite(e)) f(d0, d1, p, e);
+          if (!std::isfinite(e)) go = f(d0, d1, p, e);
         });
       }
   };
+  // The sparse cost, counted only as far as the choice needs.
+  const double dense_cost = static_cast<double>(op.dst.elements()) * static_cast<double>(fan(rd));
   double sparse_cost = 0;
   for (int which = 0; which < 2; ++which)
     if (scanned[which]) {
       const auto cost = static_cast<double>(fan(roles[which]));
-      for_each_event(which, [&](int64_t, int64_t, const Pos&, double) { sparse_cost += cost; });
+      for_each_event(which, [&](int64_t, int64_t, const Pos&, double) {
+        sparse_cost += cost;
+        return 4 * sparse_cost < dense_cost;
+      });
     }
-  const double dense_cost = static_cast<double>(op.dst.elements()) * static_cast<double>(fan(rd));
 
   // The dense pass's bound is rarely reached: once most outputs meet a NaN
   // early, it costs a few taps per output. So the sparse pass must be clearly
@@ -349,6 +355,7 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
             add(t.dst, std::isnan(e) ? e : load_a(t.a) * load_b(t.b));
             return true;
           });
+          return true;
         });
     return;
   }
@@ -358,10 +365,13 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
   struct Summary {
     bool nan = false, inf = false, zero = false, pos = false, neg = false;
   } sum[2];
+  // Stops once the answer below is settled: a NaN anywhere (some term is
+  // NaN), or every kind seen.
   auto summarize = [&](int which) {
     const Indexer& idx = at[static_cast<int>(roles[which])];
     Summary& m = sum[which];
     for_each_element_of(roles[which], [&](int64_t d0, int64_t d1, const Pos& p) {
+      if (m.nan || (m.inf && m.zero && m.pos && m.neg)) return;
       const double v = (*loads[which])(idx(d0, d1, p));
       m.nan |= std::isnan(v);
       m.inf |= std::isinf(v);
@@ -371,7 +381,7 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
     });
   };
   summarize(0);
-  summarize(1);
+  if (!sum[0].nan) summarize(1);
   // When no term can be NaN and all non-finite terms have one sign, an
   // output's first non-finite term is its final state: the dense pass stops
   // there (every operand +Inf, say, costs one tap per output too).
