@@ -28,8 +28,10 @@
 // non-finite terms itself (reference, fp8_direct) gets the same answer.
 //
 // Cost: the scan is one read of each operand. The event pass costs
-// (non-finite elements) x (their fan-out), at most a plain loop version of
-// the operation when every element is NaN or Inf.
+// (non-finite elements) x (their fan-out) when they are few; when they are
+// many it goes from each output through its taps and stops at the first NaN
+// (see nonfinite.cpp), so all-NaN operands cost a few taps per output, and
+// nothing costs more than a plain loop version of the operation.
 #pragma once
 
 #include "problem/spec.hpp"
