@@ -180,6 +180,34 @@ TEST(ReliabilitySpecialValues, AllNonFiniteOperandsMatchTheReference) {
   }
 }
 
+// A sprinkling of NaN, +Inf and -Inf (1 in 50 and 1 in 4 of the elements of
+// one operand, or of all three): between the one-hot and the all-special
+// cases, where execute's event pass switches between its sparse and dense
+// ways (src/impl/nonfinite/nonfinite.cpp).
+TEST(ReliabilitySpecialValues, ScatteredNonFiniteMatchesTheReference) {
+  for (const char* d : kShapes) {
+    const Problem p = Problem::parse(d).value();
+    for (int every : {50, 4})
+      for (int which = 0; which < 4; ++which) {  // 3: all operands
+        std::mt19937_64 rng(static_cast<uint64_t>(51 + every + which));
+        GuardedRun r = make_guarded_run(p, which % 2 == 0, which % 2 == 1, rng);
+        for (int o = 0; o < 3; ++o) {
+          GuardedTensor& t = operand(r, o);
+          t.fill_random(rng, true);
+          if (o == which || which == 3)
+            for (int64_t i = 0; i < t.elements(); ++i)
+              if (rng() % static_cast<uint64_t>(every) == 0) {
+                const uint64_t k = rng() % 3;
+                t.set(i, k == 0 ? kNaN : k == 1 ? kInf : -kInf);
+              }
+          r.in_snapshots[o] = snapshot(t);
+        }
+        ASSERT_EQ(run_plan(r), "") << d << ": 1 in " << every << " special in "
+                                   << (which == 3 ? "every operand" : kOperandName[which]);
+      }
+  }
+}
+
 // +Inf and -Inf in two neighbouring gradOutput elements: outputs that see
 // both (through real taps) are NaN, those that see one keep its sign, and
 // outputs that meet one only through padding stay finite.

@@ -182,7 +182,7 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
     }
     args.zero_nonfinite = na || nb;
     op.kernel->run(args, pool);
-    if (args.zero_nonfinite) detail::add_nonfinite_terms(os, args.a, args.b, args.dst, na, nb);
+    if (args.zero_nonfinite) detail::add_nonfinite_terms(os, args.a, args.b, args.dst, na, nb, pool, s_->threads);
   }
   return {};
 }

@@ -28,13 +28,17 @@
 // non-finite terms itself (reference, fp8_direct) gets the same answer.
 //
 // Cost: the scan is one read of each operand. The event pass costs
-// (non-finite elements) x (their fan-out), at most a plain loop version of
-// the operation when every element is NaN or Inf.
+// (non-finite elements) x (their fan-out) when they are few; when they are
+// many it goes from each output through its taps and stops at the first NaN
+// (see nonfinite.cpp), so all-NaN operands cost a few taps per output, and
+// nothing costs more than a plain loop version of the operation.
 #pragma once
 
 #include "problem/spec.hpp"
 
 namespace convbwd::detail {
+
+class ThreadPool;
 
 // Whether some element of the view is NaN or +-Inf once rounded as
 // `rounding` says (fp16 rounding overflows above 65504, HF32 near FLT_MAX).
@@ -47,7 +51,10 @@ void zero_nonfinite(float* p, int64_t n);
 // Step 3 above: adds into dst every product, through real taps only, that has
 // a non-finite factor in operand a (when scan_a) or b (when scan_b). For
 // Op::bias nothing is needed (no taps, no padding) and nothing is done.
-// Serial, in a fixed order: the bits do not depend on the thread count.
-void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b);
+// The sparse way runs serially in a fixed order, the dense way in parallel
+// over output planes (each output gets one add): the bits do not depend on
+// the thread count.
+void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b,
+                         ThreadPool& pool, int threads);
 
 }  // namespace convbwd::detail
