@@ -15,6 +15,7 @@ PlannedOp plan_op(const OpSpec& spec, const PlanContext& ctx) {
   PlannedOp p;
   p.active = true;
   p.spec = spec;
+  p.every_tap_is_real = every_tap_is_real(spec.geo);
   for (const Implementation& impl : implementations(spec.op)) {
     std::string why;
     p.kernel = impl.plan(spec, ctx, &why);
@@ -176,7 +177,7 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
     const detail::OpSpec& os = op.spec;
     bool na = false, nb = false;
     if (os.op != detail::Op::bias && !detail::is_8bit(os.a.dtype) && !detail::is_8bit(os.b.dtype) &&
-        !detail::is_8bit(os.dst.dtype)) {
+        !detail::is_8bit(os.dst.dtype) && !op.every_tap_is_real) {
       na = scan(ta, args.a, os.a);
       nb = scan(tb, args.b, os.b);
     }

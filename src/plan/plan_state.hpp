@@ -14,6 +14,9 @@ struct PlannedOp {
   OpSpec spec;
   const Implementation* impl = nullptr;
   std::unique_ptr<OpKernel> kernel;
+  // No tap meets padding (1x1, unpadded): NaN/Inf need no scan or event pass
+  // (src/impl/nonfinite/nonfinite.hpp).
+  bool every_tap_is_real = false;
 };
 
 struct PlanState {

@@ -411,4 +411,16 @@ void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* d
   });
 }
 
+bool every_tap_is_real(const Geometry& g) {
+  const Space sp = space_of(g);
+  for (int d = 0; d < 3; ++d) {
+    if (sp.k[d] != 1 || sp.pb[d] != 0) return false;
+    // Outputs read x at o*s: all inside x; and each x position i = o*s of the
+    // data gradient maps back to an output o < y (outputPadding < s adds
+    // x positions that no tap reaches, which get no term either way).
+    if ((sp.y[d] - 1) * sp.s[d] > sp.x[d] - 1 || (sp.x[d] - 1) / sp.s[d] > sp.y[d] - 1) return false;
+  }
+  return true;
+}
+
 }  // namespace convbwd::detail
