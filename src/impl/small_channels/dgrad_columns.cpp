@@ -28,12 +28,15 @@
 namespace convbwd::detail::small_channels {
 namespace {
 
-// Output pixels per band: the band's dy copy (K x pixels fp32) is about
-// 128 KiB, and at most 504 pixels so that T (cols x pixels) stays small too:
-// the stem's band is 504 pixels (dy 126 KiB, T 315 KiB), wav2vec2's 60.
-// Always whole 6-pixel tiles, so the blocked copy fills exactly a band.
-constexpr int64_t kBandFloats = 32768;
-constexpr int64_t kMaxBandPixels = 84 * kMr;
+// Output pixels per band: 504 (whole 6-pixel tiles, so the blocked copy
+// fills exactly a band), T of a band is 315 KiB for the stem's 160 columns.
+// The reduction over K runs in chunks of 64 channels: a chunk's dy copy is
+// 126 KiB, and each channel is read in runs of 504 pixels (2 KiB). Short
+// runs per channel (a band of 60 pixels over all 512 channels of wav2vec2)
+// made the copy latency-bound: 512 interleaved streams defeat the prefetcher.
+constexpr int64_t kBandPixels = 84 * kMr;
+constexpr int64_t kChunkChannels = 64;
+constexpr int64_t kAhead = 3;  // channels prefetched ahead by the band copy
 
 class DgradKernel final : public OpKernel {
  public:
@@ -49,8 +52,9 @@ class DgradKernel final : public OpKernel {
     cols_ = c_ * taps_;
     cbn_ = ceil_div(cols_, kLanes);
     pixels_ = sp_.y_pixels();
-    band_ = std::clamp<int64_t>(kBandFloats / k_ / kMr * kMr, kMr, kMaxBandPixels);
+    band_ = std::min(kBandPixels, round_up(pixels_, kMr));
     band_pitch_ = band_;
+    kc_ = std::min(k_, kChunkChannels);
     u2_ = ceil_div(sp_.x[2], sp_.s[2]);
     acc_row_ = sp_.s[2] * u2_;
     acc_floats_ = c_ * sp_.x[0] * sp_.x[1] * acc_row_;
@@ -71,8 +75,10 @@ class DgradKernel final : public OpKernel {
 
     pack_floats_ = round_up(groups_ * cbn_ * k_ * kLanes, 16);
     const int64_t t_floats = round_up(cbn_ * kLanes * band_pitch_, 16);
-    const int64_t a_floats = round_up(k_ * band_pitch_, 16);
-    slot_floats_ = t_floats + a_floats + round_up(acc_floats_, 16) + kMr * kLanes;
+    const int64_t a_floats = round_up(kc_ * band_pitch_, 16);
+    // Accumulator tiles of a band between K chunks (none with one chunk).
+    tacc_floats_ = kc_ < k_ ? round_up(cbn_ * band_pitch_ * kLanes, 16) : 0;
+    slot_floats_ = t_floats + a_floats + round_up(acc_floats_, 16) + kMr * kLanes + tacc_floats_;
     const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + pack_floats_;
     if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
       *why = "the per-thread band and dx accumulator exceed the workspace budget";
@@ -119,23 +125,44 @@ class DgradKernel final : public OpKernel {
     });
   }
 
-  // Converts dy pixels [p0, p0 + np) of (n, g) into the blocked fp32 copy
-  // [tile][k][6], zero past the band's last pixel.
-  void copy_band(const void* dy, int64_t n, int64_t g, int64_t p0, int64_t np, float* dst) const {
+  // Converts dy channels [k0, k0 + kn), pixels [p0, p0 + np) of (n, g) into
+  // the blocked fp32 copy [tile][kn][6], zero past the band's last pixel.
+  void copy_band(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t p0, int64_t np,
+                 float* dst) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);
     const int64_t tiles = ceil_div(np, kMr);
+    const bool flat = spatial_flat(op_.a);
     dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
-      for (int64_t k = 0; k < k_; ++k) {
-        const int64_t plane = s.offset + n * s.n + (g * k_ + k) * s.ch;
+      for (int64_t k = 0; k < kn; ++k) {
+        const int64_t plane = s.offset + n * s.n + (g * k_ + k0 + k) * s.ch;
         float* const o = dst + k * kMr;
+        // Pixel q of the band goes to tile q / 6, lane q % 6: walk both
+        // without a division per element.
+        float* w = o;
+        int64_t lane = 0;
+        // The runs of one chunk's channels are 12 KiB apart in wav2vec2's dy
+        // (one per channel plane); the hardware prefetcher restarts on each,
+        // and the copy waited on memory for most of its time. So the next
+        // channel's run is requested while this one is copied.
+        if (flat && k + kAhead < kn) {
+          const auto* next = static_cast<const char*>(dy) +
+                             (plane + kAhead * s.ch + p0) * static_cast<int64_t>(sizeof(typename Elem<T>::type));
+          const int64_t bytes = np * static_cast<int64_t>(sizeof(typename Elem<T>::type));
+          for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b);
+        }
         for (int64_t p = p0; p < p0 + np;) {
           const int64_t row = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (p0 + np - p));
           int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
-          for (int64_t q = p - p0; q < p - p0 + (b - a); ++q, src += s.sp[2])
-            o[(q / kMr) * k_ * kMr + q % kMr] = round_operand<R>(load<T>(dy, src));
+          for (int64_t q = a; q < b; ++q, src += s.sp[2]) {
+            w[lane] = round_operand<R>(load<T>(dy, src));
+            if (++lane == kMr) lane = 0, w += kn * kMr;
+          }
           p += b - a;
         }
-        for (int64_t q = np; q < tiles * kMr; ++q) o[(q / kMr) * k_ * kMr + q % kMr] = 0.0f;
+        for (int64_t q = np; q < tiles * kMr; ++q) {
+          w[lane] = 0.0f;
+          if (++lane == kMr) lane = 0, w += kn * kMr;
+        }
       }
     });
   }
@@ -143,31 +170,42 @@ class DgradKernel final : public OpKernel {
   void image(const OpArgs& args, const float* pack, int64_t n, int64_t g, float* slot) const {
     float* const tb = slot;  // T band: [cols_pad][band_pitch_]
     float* const ab = tb + round_up(cbn_ * kLanes * band_pitch_, 16);
-    float* const acc = ab + round_up(k_ * band_pitch_, 16);
+    float* const acc = ab + round_up(kc_ * band_pitch_, 16);
     float* const tile = acc + round_up(acc_floats_, 16);
+    float* const tacc = tile + kMr * kLanes;
     std::memset(acc, 0, static_cast<size_t>(acc_floats_) * sizeof(float));
 
     const int64_t zero = 0;
     MicroArgs ka;
+    int64_t kn = 0;
     ka.a_off = &zero;
     ka.b_off = &zero;
-    ka.len = &k_;
+    ka.len = &kn;
     ka.runs = 1;
     ka.as = kMr;
     ka.bs = kLanes;
     ka.acc = tile;
     for (int64_t p0 = 0; p0 < pixels_; p0 += band_) {
       const int64_t np = std::min(band_, pixels_ - p0);
-      copy_band(args.a, n, g, p0, np, ab);
-      for (int64_t cb = 0; cb < cbn_; ++cb) {
-        ka.b = pack + (g * cbn_ + cb) * k_ * kLanes;
-        float* const tcb = tb + cb * kLanes * band_pitch_;
-        for (int64_t pt = 0; pt < np; pt += kMr) {
-          ka.a[0] = ab + pt * k_;
-          kern_(ka);
-          const int64_t rows = std::min<int64_t>(kMr, np - pt);
-          for (int64_t j = 0; j < kLanes; ++j)
-            for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = tile[i * kLanes + j];
+      // Each tile sums k = 0, 1, ... in order across the chunks (its fp32
+      // accumulators rest exactly in tacc between them).
+      for (int64_t k0 = 0; k0 < k_; k0 += kc_) {
+        kn = std::min(kc_, k_ - k0);
+        const bool last = k0 + kn == k_;
+        copy_band(args.a, n, g, k0, kn, p0, np, ab);
+        ka.accumulate = k0 > 0;
+        for (int64_t cb = 0; cb < cbn_; ++cb) {
+          ka.b = pack + ((g * cbn_ + cb) * k_ + k0) * kLanes;
+          float* const tcb = tb + cb * kLanes * band_pitch_;
+          for (int64_t pt = 0; pt < np; pt += kMr) {
+            ka.a[0] = ab + pt * kn;
+            ka.acc = tacc_floats_ > 0 ? tacc + (cb * band_pitch_ + pt) * kLanes : tile;
+            kern_(ka);
+            if (!last) continue;
+            const int64_t rows = std::min<int64_t>(kMr, np - pt);
+            for (int64_t j = 0; j < kLanes; ++j)
+              for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = ka.acc[i * kLanes + j];
+          }
         }
       }
       gather_band(tb, p0, np, acc);
@@ -226,7 +264,7 @@ class DgradKernel final : public OpKernel {
   MicroKernel kern_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0;
   int64_t pixels_ = 0, band_ = kMr, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
-  int64_t pack_floats_ = 0, slot_floats_ = 0;
+  int64_t kc_ = 0, tacc_floats_ = 0, pack_floats_ = 0, slot_floats_ = 0;
   std::array<Tap2, 1024> tap2_{};
   bool ok_ = true;
 };
