@@ -424,6 +424,7 @@ std::vector<std::string> reliability_descriptors() {
       "mb2g8ic8ih9oc16kh3sh2ph1",  // depthwise, multiplier 2
       "mb2ic16ih6oc24kh3ph1",  // large enough for blocked kernels
       "mb2ic48ih5oc40kh1",
+      "mb2ic3ih11oc20kh5sh2ph2",  // small_channels (C <= 4, K > 16)
       // 3D
       "mb1ic2id4ih5iw4oc3kd2kh3kw2pd1",
       "mb2g2ic4id3ih4iw5oc2kd1kh2kw3sd1sh2sw2_tr",
