@@ -28,15 +28,18 @@
 namespace convbwd::detail::small_channels {
 namespace {
 
-// Output pixels per band: 504 (whole 6-pixel tiles, so the blocked copy
-// fills exactly a band), T of a band is 315 KiB for the stem's 160 columns.
-// The reduction over K runs in chunks of 64 channels: a chunk's dy copy is
-// 126 KiB, and each channel is read in runs of 504 pixels (2 KiB). Short
-// runs per channel (a band of 60 pixels over all 512 channels of wav2vec2)
-// made the copy latency-bound: 512 interleaved streams defeat the prefetcher.
-constexpr int64_t kBandPixels = 84 * kMr;
-constexpr int64_t kChunkChannels = 64;
-constexpr int64_t kAhead = 3;  // channels prefetched ahead by the band copy
+// Output pixels per band: as many as keep T of a band within 256 KiB, in
+// whole 6-pixel tiles (so the blocked copy fills exactly a band): 408 for
+// the stem's 160 columns, a whole 3199-pixel image for wav2vec2's 16.
+// The reduction over K runs in chunks whose dy copy is at most 256 KiB (all
+// 64 channels of the stem; 20 of wav2vec2's 512), so each channel is read in
+// runs as long as the band. Short runs per channel (a band of 60 pixels over
+// all 512 channels of wav2vec2) made the copy latency-bound: many short
+// interleaved streams defeat the prefetcher.
+constexpr int64_t kTFloats = 65536;
+constexpr int64_t kCopyFloats = 65536;
+constexpr int64_t kMaxChunkChannels = 64;
+constexpr int64_t kAheadPixels = 128;  // how far ahead the band copy prefetches each channel
 
 class DgradKernel final : public OpKernel {
  public:
@@ -52,9 +55,9 @@ class DgradKernel final : public OpKernel {
     cols_ = c_ * taps_;
     cbn_ = ceil_div(cols_, kLanes);
     pixels_ = sp_.y_pixels();
-    band_ = std::min(kBandPixels, round_up(pixels_, kMr));
+    band_ = std::min(round_up(pixels_, kMr), std::max<int64_t>(kMr, kTFloats / (cbn_ * kLanes) / kMr * kMr));
     band_pitch_ = band_;
-    kc_ = std::min(k_, kChunkChannels);
+    kc_ = std::min({k_, kMaxChunkChannels, std::max<int64_t>(8, kCopyFloats / band_)});
     u2_ = ceil_div(sp_.x[2], sp_.s[2]);
     acc_row_ = sp_.s[2] * u2_;
     acc_floats_ = c_ * sp_.x[0] * sp_.x[1] * acc_row_;
@@ -133,6 +136,26 @@ class DgradKernel final : public OpKernel {
     const int64_t tiles = ceil_div(np, kMr);
     const bool flat = spatial_flat(op_.a);
     dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
+      if (flat) {
+        // Tile by tile, so the copy's stores are sequential: k-outer order
+        // stored 24 bytes per line across the whole copy per channel, and
+        // every store missed L1.
+        using E = typename Elem<T>::type;
+        const int64_t base = s.offset + n * s.n + (g * k_ + k0) * s.ch + p0;
+        for (int64_t t = 0; t < tiles; ++t) {
+          float* const w = dst + t * kn * kMr;
+          const int64_t q0 = t * kMr, m = std::min<int64_t>(kMr, np - q0);
+          for (int64_t k = 0; k < kn; ++k) {
+            const int64_t src = base + k * s.ch + q0;
+            // kn streams advance together; ask for each one 512 bytes ahead.
+            if (t % 4 == 0 && q0 + kAheadPixels < np)
+              __builtin_prefetch(static_cast<const E*>(dy) + (src + kAheadPixels));
+            for (int64_t i = 0; i < m; ++i) w[k * kMr + i] = round_operand<R>(load<T>(dy, src + i));
+            for (int64_t i = m; i < kMr; ++i) w[k * kMr + i] = 0.0f;
+          }
+        }
+        return;
+      }
       for (int64_t k = 0; k < kn; ++k) {
         const int64_t plane = s.offset + n * s.n + (g * k_ + k0 + k) * s.ch;
         float* const o = dst + k * kMr;
@@ -140,16 +163,6 @@ class DgradKernel final : public OpKernel {
         // without a division per element.
         float* w = o;
         int64_t lane = 0;
-        // The runs of one chunk's channels are 12 KiB apart in wav2vec2's dy
-        // (one per channel plane); the hardware prefetcher restarts on each,
-        // and the copy waited on memory for most of its time. So the next
-        // channel's run is requested while this one is copied.
-        if (flat && k + kAhead < kn) {
-          const auto* next = static_cast<const char*>(dy) +
-                             (plane + kAhead * s.ch + p0) * static_cast<int64_t>(sizeof(typename Elem<T>::type));
-          const int64_t bytes = np * static_cast<int64_t>(sizeof(typename Elem<T>::type));
-          for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b);
-        }
         for (int64_t p = p0; p < p0 + np;) {
           const int64_t row = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (p0 + np - p));
           int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
