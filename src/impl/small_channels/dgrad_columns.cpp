@@ -147,8 +147,10 @@ class DgradKernel final : public OpKernel {
           const int64_t q0 = t * kMr, m = std::min<int64_t>(kMr, np - q0);
           for (int64_t k = 0; k < kn; ++k) {
             const int64_t src = base + k * s.ch + q0;
-            // kn streams advance together; ask for each one 512 bytes ahead.
-            if (t % 4 == 0 && q0 + kAheadPixels < np)
+            // kn streams advance together; ask for each one 128 pixels ahead
+            // at every tile (every 4th tile skipped lines: 5.5 vs 7 ms CPU on
+            // wav2vec2; 64 and 384 pixels ahead measured alike or worse).
+            if (q0 + kAheadPixels < np)
               __builtin_prefetch(static_cast<const E*>(dy) + (src + kAheadPixels));
             for (int64_t i = 0; i < m; ++i) w[k * kMr + i] = round_operand<R>(load<T>(dy, src + i));
             for (int64_t i = m; i < kMr; ++i) w[k * kMr + i] = 0.0f;
