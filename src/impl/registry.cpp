@@ -8,8 +8,10 @@ namespace convbwd::detail {
 std::span<const Implementation> implementations(Op op) {
   // Fastest first; each entry declines what it cannot do, with a reason.
   static const std::array kFwd = {kZerosImpl, kFp8FwdDirectImpl, kDepthwiseDirectImpl, kGemmFwdImpl, kReferenceImpl};
-  static const std::array kBwdData = {kZerosImpl, kDepthwiseDirectImpl, kSmallChannelsBwdDataImpl, kGemmBwdDataImpl, kReferenceImpl};
-  static const std::array kBwdWeights = {kZerosImpl, kDepthwiseDirectImpl, kSmallChannelsBwdWeightsImpl, kGemmBwdWeightsImpl, kReferenceImpl};
+  static const std::array kBwdData = {kZerosImpl, kDepthwiseDirectImpl, kSmallChannelsBwdDataImpl, kGemmBwdDataImpl,
+                                      kReferenceImpl};
+  static const std::array kBwdWeights = {kZerosImpl, kDepthwiseDirectImpl, kSmallChannelsBwdWeightsImpl,
+                                         kGemmBwdWeightsImpl, kReferenceImpl};
   static const std::array kBias = {kZerosImpl, kBiasReduceImpl, kReferenceImpl};
   switch (op) {
     case Op::fwd: return kFwd;
