@@ -184,6 +184,13 @@ TEST(ImplSmallChannels, LongRowsAndManyBands) {
   // Rows longer than a band or chunk, and several bands/chunks per image.
   check_both("mb2ic1iw3000oc7kw10sw5");
   check_both("mb1ic3ih60iw50oc6kh5sh2ph2");
+  // Several data-gradient bands (T within 256 KiB: 408 pixels at 160
+  // columns, 4092 at 16), bands ending inside a row.
+  check_both("mb1ic3ih48iw46oc20kh7sh2ph3");
+  check_both("mb1ic1ih100iw90oc8kh3ph1");
+  // K beyond one 64-channel chunk of the data gradient: 64 + 64 + 2.
+  check_both("mb1ic1iw1300oc130kw10sw5pw2");
+  check_both("mb2ic2ih13iw9oc70kh3sh2ph1");
 }
 TEST(ImplSmallChannels, Dtypes) {
   check_both("mb2ic3ih11iw13oc10kh3sh2ph1_dtbf16");

@@ -426,6 +426,7 @@ std::vector<std::string> reliability_descriptors() {
       "mb2ic48ih5oc40kh1",
       "mb2ic48ih8oc40kh1",     // 1x1 with >= 64 pixels: the planar 1x1 data gradient
       "mb2ic40ih8oc24kh1_tr",  // and its forward
+      "mb2ic3ih11oc20kh5sh2ph2",  // small_channels (C <= 4, K > 16)
       // 3D
       "mb1ic2id4ih5iw4oc3kd2kh3kw2pd1",
       "mb2g2ic4id3ih4iw5oc2kd1kh2kw3sd1sh2sw2_tr",

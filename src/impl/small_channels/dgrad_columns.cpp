@@ -5,17 +5,19 @@
 //   dx[c, i]    = sum over taps r with o*s - pad + r*d = i of T[o, (c, r)]
 //
 // The GEMM runs the 6x16 "strided" microkernel: six consecutive output
-// pixels of one dy channel plane (unit stride in NCHW) against a 16-column
-// block of packed weights, reduced over K. So fp32 NCHW gradients are read in
-// place; other dtypes, operand roundings and layouts are first converted into
-// a band-sized planar copy.
+// pixels against a 16-column block of packed weights, reduced over K. Its A
+// operand is a band of dy copied (converted, operand-rounded) into a blocked
+// [6-pixel tile][k][6] layout, so each reduction step reads 24 contiguous
+// bytes. Reading NCHW dy in place instead touched one new cache line per
+// step (one per channel), 512 lines per tile for wav2vec2's K = 512, and ran
+// at a third of PyTorch's speed there.
 //
-// One task owns one (image, group) and walks it in bands of output rows: T
-// of a band stays in L2, and its entries are added into an fp32 accumulator
-// of the whole dx image (phase-split along the last dim, so each tap adds one
-// contiguous run). Each dx element is summed in a fixed order (band, row,
-// taps) by the single task that owns it: the bits do not depend on the
-// thread count, and nothing is scattered across threads.
+// One task owns one (image, group) and walks its output pixels in bands: the
+// band's dy copy and T stay in L2, and T's entries are added into an fp32
+// accumulator of the whole dx image (phase-split along the last dim, so each
+// tap adds one contiguous run). Each dx element is summed in a fixed order
+// (band, row segment, taps) by the single task that owns it: the bits do not
+// depend on the thread count, and nothing is scattered across threads.
 #include <cstring>
 #include <memory>
 
@@ -26,9 +28,18 @@
 namespace convbwd::detail::small_channels {
 namespace {
 
-// Output pixels per band: T of a band (cols x pixels fp32) plus its dy rows
-// stay well inside a 1 MiB L2 for the stem (160 x 448 floats = 280 KiB).
-constexpr int64_t kBandPixels = 448;
+// Output pixels per band: as many as keep T of a band within 256 KiB, in
+// whole 6-pixel tiles (so the blocked copy fills exactly a band): 408 for
+// the stem's 160 columns, a whole 3199-pixel image for wav2vec2's 16.
+// The reduction over K runs in chunks whose dy copy is at most 256 KiB (all
+// 64 channels of the stem; 20 of wav2vec2's 512), so each channel is read in
+// runs as long as the band. Short runs per channel (a band of 60 pixels over
+// all 512 channels of wav2vec2) made the copy latency-bound: many short
+// interleaved streams defeat the prefetcher.
+constexpr int64_t kTFloats = 65536;
+constexpr int64_t kCopyFloats = 65536;
+constexpr int64_t kMaxChunkChannels = 64;
+constexpr int64_t kAheadPixels = 128;  // how far ahead the band copy prefetches each channel
 
 class DgradKernel final : public OpKernel {
  public:
@@ -43,12 +54,10 @@ class DgradKernel final : public OpKernel {
     taps_ = sp_.taps();
     cols_ = c_ * taps_;
     cbn_ = ceil_div(cols_, kLanes);
-    direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none && spatial_flat(op.a);
-
-    const int64_t row_len = sp_.y[2];
-    rows_all_ = sp_.y[0] * sp_.y[1];
-    rows_per_band_ = std::clamp<int64_t>(ceil_div(kBandPixels, row_len), 1, rows_all_);
-    band_pitch_ = round_up(rows_per_band_ * row_len, kMr);
+    pixels_ = sp_.y_pixels();
+    band_ = std::min(round_up(pixels_, kMr), std::max<int64_t>(kMr, kTFloats / (cbn_ * kLanes) / kMr * kMr));
+    band_pitch_ = band_;
+    kc_ = std::min({k_, kMaxChunkChannels, std::max<int64_t>(8, kCopyFloats / band_)});
     u2_ = ceil_div(sp_.x[2], sp_.s[2]);
     acc_row_ = sp_.s[2] * u2_;
     acc_floats_ = c_ * sp_.x[0] * sp_.x[1] * acc_row_;
@@ -69,8 +78,10 @@ class DgradKernel final : public OpKernel {
 
     pack_floats_ = round_up(groups_ * cbn_ * k_ * kLanes, 16);
     const int64_t t_floats = round_up(cbn_ * kLanes * band_pitch_, 16);
-    const int64_t a_floats = round_up(k_ * (direct_ ? kMr : band_pitch_), 16);
-    slot_floats_ = t_floats + a_floats + round_up(acc_floats_, 16) + kMr * kLanes;
+    const int64_t a_floats = round_up(kc_ * band_pitch_, 16);
+    // Accumulator tiles of a band between K chunks (none with one chunk).
+    tacc_floats_ = kc_ < k_ ? round_up(cbn_ * band_pitch_ * kLanes, 16) : 0;
+    slot_floats_ = t_floats + a_floats + round_up(acc_floats_, 16) + kMr * kLanes + tacc_floats_;
     const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + pack_floats_;
     if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
       *why = "the per-thread band and dx accumulator exceed the workspace budget";
@@ -117,20 +128,56 @@ class DgradKernel final : public OpKernel {
     });
   }
 
-  // Converts dy rows [r_lo, r_hi) of (n, g) into a planar fp32 copy
-  // [k][band_pitch_], zero past the band's pixels.
-  void copy_band(const void* dy, int64_t n, int64_t g, int64_t r_lo, int64_t r_hi, float* dst) const {
+  // Converts dy channels [k0, k0 + kn), pixels [p0, p0 + np) of (n, g) into
+  // the blocked fp32 copy [tile][kn][6], zero past the band's last pixel.
+  void copy_band(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t p0, int64_t np,
+                 float* dst) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);
-    const int64_t np = (r_hi - r_lo) * sp_.y[2];
+    const int64_t tiles = ceil_div(np, kMr);
+    const bool flat = spatial_flat(op_.a);
     dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
-      for (int64_t k = 0; k < k_; ++k) {
-        float* o = dst + k * band_pitch_;
-        const int64_t plane = s.offset + n * s.n + (g * k_ + k) * s.ch;
-        for (int64_t r = r_lo; r < r_hi; ++r) {
-          const int64_t base = plane + (r / sp_.y[1]) * s.sp[0] + (r % sp_.y[1]) * s.sp[1];
-          for (int64_t o2 = 0; o2 < sp_.y[2]; ++o2) *o++ = round_operand<R>(load<T>(dy, base + o2 * s.sp[2]));
+      if (flat) {
+        // Tile by tile, so the copy's stores are sequential: k-outer order
+        // stored 24 bytes per line across the whole copy per channel, and
+        // every store missed L1.
+        using E = typename Elem<T>::type;
+        const int64_t base = s.offset + n * s.n + (g * k_ + k0) * s.ch + p0;
+        for (int64_t t = 0; t < tiles; ++t) {
+          float* const w = dst + t * kn * kMr;
+          const int64_t q0 = t * kMr, m = std::min<int64_t>(kMr, np - q0);
+          for (int64_t k = 0; k < kn; ++k) {
+            const int64_t src = base + k * s.ch + q0;
+            // kn streams advance together; ask for each one 128 pixels ahead
+            // at every tile (every 4th tile skipped lines: 5.5 vs 7 ms CPU on
+            // wav2vec2; 64 and 384 pixels ahead measured alike or worse).
+            if (q0 + kAheadPixels < np)
+              __builtin_prefetch(static_cast<const E*>(dy) + (src + kAheadPixels));
+            for (int64_t i = 0; i < m; ++i) w[k * kMr + i] = round_operand<R>(load<T>(dy, src + i));
+            for (int64_t i = m; i < kMr; ++i) w[k * kMr + i] = 0.0f;
+          }
         }
-        for (int64_t p = np; p < band_pitch_; ++p) dst[k * band_pitch_ + p] = 0.0f;
+        return;
+      }
+      for (int64_t k = 0; k < kn; ++k) {
+        const int64_t plane = s.offset + n * s.n + (g * k_ + k0 + k) * s.ch;
+        float* const o = dst + k * kMr;
+        // Pixel q of the band goes to tile q / 6, lane q % 6: walk both
+        // without a division per element.
+        float* w = o;
+        int64_t lane = 0;
+        for (int64_t p = p0; p < p0 + np;) {
+          const int64_t row = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (p0 + np - p));
+          int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
+          for (int64_t q = a; q < b; ++q, src += s.sp[2]) {
+            w[lane] = round_operand<R>(load<T>(dy, src));
+            if (++lane == kMr) lane = 0, w += kn * kMr;
+          }
+          p += b - a;
+        }
+        for (int64_t q = np; q < tiles * kMr; ++q) {
+          w[lane] = 0.0f;
+          if (++lane == kMr) lane = 0, w += kn * kMr;
+        }
       }
     });
   }
@@ -138,64 +185,57 @@ class DgradKernel final : public OpKernel {
   void image(const OpArgs& args, const float* pack, int64_t n, int64_t g, float* slot) const {
     float* const tb = slot;  // T band: [cols_pad][band_pitch_]
     float* const ab = tb + round_up(cbn_ * kLanes * band_pitch_, 16);
-    float* const acc = ab + round_up(k_ * (direct_ ? kMr : band_pitch_), 16);
+    float* const acc = ab + round_up(kc_ * band_pitch_, 16);
     float* const tile = acc + round_up(acc_floats_, 16);
+    float* const tacc = tile + kMr * kLanes;
     std::memset(acc, 0, static_cast<size_t>(acc_floats_) * sizeof(float));
-    const Strides ys = strides_of(op_.a, op_.geo.spatial);
-    const float* const dy_plane =
-        direct_ ? static_cast<const float*>(args.a) + ys.offset + n * ys.n + g * k_ * ys.ch : nullptr;
 
     const int64_t zero = 0;
     MicroArgs ka;
+    int64_t kn = 0;
     ka.a_off = &zero;
     ka.b_off = &zero;
-    ka.len = &k_;
+    ka.len = &kn;
     ka.runs = 1;
+    ka.as = kMr;
     ka.bs = kLanes;
     ka.acc = tile;
-    for (int64_t r_lo = 0; r_lo < rows_all_; r_lo += rows_per_band_) {
-      const int64_t r_hi = std::min(rows_all_, r_lo + rows_per_band_);
-      const int64_t pix0 = r_lo * sp_.y[2], np = (r_hi - r_lo) * sp_.y[2];
-      if (!direct_) copy_band(args.a, n, g, r_lo, r_hi, ab);
-      // A partial last tile of a direct band reads from a zero-padded copy,
-      // never past the end of the caller's tensor.
-      const int64_t full = np / kMr * kMr;
-      if (direct_ && full < np) {
-        for (int64_t k = 0; k < k_; ++k)
-          for (int64_t i = 0; i < kMr; ++i)
-            ab[k * kMr + i] = full + i < np ? dy_plane[k * ys.ch + pix0 + full + i] : 0.0f;
-      }
-      for (int64_t cb = 0; cb < cbn_; ++cb) {
-        ka.b = pack + (g * cbn_ + cb) * k_ * kLanes;
-        float* const tcb = tb + cb * kLanes * band_pitch_;
-        for (int64_t pt = 0; pt < np; pt += kMr) {
-          if (!direct_) {
-            ka.a[0] = ab + pt;
-            ka.as = band_pitch_;
-          } else if (pt < full) {
-            ka.a[0] = dy_plane + pix0 + pt;
-            ka.as = ys.ch;
-          } else {
-            ka.a[0] = ab;
-            ka.as = kMr;
+    for (int64_t p0 = 0; p0 < pixels_; p0 += band_) {
+      const int64_t np = std::min(band_, pixels_ - p0);
+      // Each tile sums k = 0, 1, ... in order across the chunks (its fp32
+      // accumulators rest exactly in tacc between them).
+      for (int64_t k0 = 0; k0 < k_; k0 += kc_) {
+        kn = std::min(kc_, k_ - k0);
+        const bool last = k0 + kn == k_;
+        copy_band(args.a, n, g, k0, kn, p0, np, ab);
+        ka.accumulate = k0 > 0;
+        for (int64_t cb = 0; cb < cbn_; ++cb) {
+          ka.b = pack + ((g * cbn_ + cb) * k_ + k0) * kLanes;
+          float* const tcb = tb + cb * kLanes * band_pitch_;
+          for (int64_t pt = 0; pt < np; pt += kMr) {
+            ka.a[0] = ab + pt * kn;
+            ka.acc = tacc_floats_ > 0 ? tacc + (cb * band_pitch_ + pt) * kLanes : tile;
+            kern_(ka);
+            if (!last) continue;
+            const int64_t rows = std::min<int64_t>(kMr, np - pt);
+            for (int64_t j = 0; j < kLanes; ++j)
+              for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = ka.acc[i * kLanes + j];
           }
-          kern_(ka);
-          const int64_t rows = std::min<int64_t>(kMr, np - pt);
-          for (int64_t j = 0; j < kLanes; ++j)
-            for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = tile[i * kLanes + j];
         }
       }
-      gather_band(tb, r_lo, r_hi, acc);
+      gather_band(tb, p0, np, acc);
     }
     store(args.dst, acc, n, g);
   }
 
-  // Adds the T entries of a band into the dx accumulator, row by row, taps
-  // in (r0, r1, r2) order.
-  void gather_band(const float* tb, int64_t r_lo, int64_t r_hi, float* acc) const {
-    for (int64_t r = r_lo; r < r_hi; ++r) {
+  // Adds the T entries of a band into the dx accumulator, row segment by row
+  // segment, taps in (r0, r1, r2) order.
+  void gather_band(const float* tb, int64_t p0, int64_t np, float* acc) const {
+    for (int64_t p = p0; p < p0 + np;) {
+      const int64_t r = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (p0 + np - p));
       const int64_t o0 = r / sp_.y[1], o1 = r % sp_.y[1];
-      const int64_t toff = (r - r_lo) * sp_.y[2];
+      const int64_t toff = p - p0 - a;  // T column of o2, minus o2
+      p += b - a;
       for (int64_t r0 = 0; r0 < sp_.k[0]; ++r0) {
         const int64_t i0 = o0 * sp_.s[0] - sp_.pb[0] + r0 * sp_.d[0];
         if (i0 < 0 || i0 >= sp_.x[0]) continue;
@@ -207,10 +247,12 @@ class DgradKernel final : public OpKernel {
             const int64_t col0 = c * taps_ + (r0 * sp_.k[1] + r1) * sp_.k[2];
             for (int64_t r2 = 0; r2 < sp_.k[2]; ++r2) {
               const Tap2& tp = tap2_[static_cast<size_t>(r2)];
+              const int64_t lo = std::max(tp.lo, a), hi = std::min(tp.hi, b);
+              if (lo >= hi) continue;
               // Offsets start at lo, so no pointer is formed before arow.
-              float* const d = arow + (tp.dst + tp.lo);
-              const float* const s = tb + (col0 + r2) * band_pitch_ + toff + tp.lo;
-              const int64_t len = tp.hi - tp.lo;
+              float* const d = arow + (tp.dst + lo);
+              const float* const s = tb + (col0 + r2) * band_pitch_ + (toff + lo);
+              const int64_t len = hi - lo;
               for (int64_t u = 0; u < len; ++u) d[u] += s[u];
             }
           }
@@ -236,9 +278,8 @@ class DgradKernel final : public OpKernel {
   Space sp_;
   MicroKernel kern_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0;
-  bool direct_ = false;
-  int64_t rows_all_ = 0, rows_per_band_ = 1, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
-  int64_t pack_floats_ = 0, slot_floats_ = 0;
+  int64_t pixels_ = 0, band_ = kMr, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
+  int64_t kc_ = 0, tacc_floats_ = 0, pack_floats_ = 0, slot_floats_ = 0;
   std::array<Tap2, 1024> tap2_{};
   bool ok_ = true;
 };

@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "impl/gemm/microkernel.hpp"
 #include "impl/implementation.hpp"
@@ -67,6 +68,12 @@ inline float load(const void* base, int64_t i) {
   if constexpr (T == DataType::f16) return f16_to_float(static_cast<const uint16_t*>(base)[i]);
   return 0.0f;
 }
+
+// Storage type of a dtype's elements.
+template <DataType T>
+struct Elem {
+  using type = std::conditional_t<T == DataType::f32, float, uint16_t>;
+};
 
 template <OperandRounding R>
 inline float round_operand(float v) {

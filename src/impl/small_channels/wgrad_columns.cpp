@@ -26,9 +26,10 @@
 namespace convbwd::detail::small_channels {
 namespace {
 
-// Pixels per chunk: a 16-column im2col block of 64 KiB, and enough steps
-// (1024 x 12 FMAs) that a tile's accumulator load and store are noise.
-constexpr int64_t kChunkPixels = 1024;
+// Pixels per chunk: a 16-column im2col block of 32 KiB (L1), and enough
+// steps (512 x 12 FMAs) that a tile's accumulator load and store are noise.
+// 256, 512 and 1024 measured the same on the stem (CPU time, 1 thread).
+constexpr int64_t kChunkPixels = 512;
 
 class WgradKernel final : public OpKernel {
  public:
@@ -51,7 +52,7 @@ class WgradKernel final : public OpKernel {
     chunk_ = std::min(pixels_, kChunkPixels);
 
     acc_floats_ = round_up(tiles_ * kMr * kLanes, 16);
-    slot_floats_ = round_up(chunk_ * kLanes, 16) + (direct_ ? 0 : round_up(k_ * chunk_, 16));
+    slot_floats_ = round_up(chunk_ * kLanes, 16) + (direct_ ? 0 : round_up(k_ * chunk_, 16) + round_up(2 * kt_, 16));
     const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + acc_floats_;
     if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
       *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
@@ -124,17 +125,21 @@ class WgradKernel final : public OpKernel {
     });
   }
 
-  // dy of image n, group g, pixels [pix0, pix0 + np): planar fp32 [k][chunk_].
-  void copy_chunk(const void* dy, int64_t n, int64_t g, int64_t pix0, int64_t np, float* dst) const {
+  // dy channels [k0, k0 + kn) of image n, group g, pixels [pix0, pix0 + np)
+  // into the planar fp32 copy [k][chunk_], walking row segments (a division
+  // per element made bf16/fp16 wgrad 25x slower than fp32).
+  void copy_rows(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t pix0, int64_t np,
+                 float* dst) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);
     dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
-      for (int64_t k = 0; k < k_; ++k) {
+      for (int64_t k = k0; k < k0 + kn; ++k) {
         const int64_t plane = s.offset + n * s.n + (g * k_ + k) * s.ch;
         float* o = dst + k * chunk_;
-        for (int64_t p = pix0; p < pix0 + np; ++p) {
-          const int64_t row = p / sp_.y[2], o2 = p % sp_.y[2];
-          *o++ = round_operand<R>(
-              load<T>(dy, plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + o2 * s.sp[2]));
+        for (int64_t p = pix0; p < pix0 + np;) {
+          const int64_t row = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (pix0 + np - p));
+          int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
+          for (int64_t q = a; q < b; ++q, src += s.sp[2]) *o++ = round_operand<R>(load<T>(dy, src));
+          p += b - a;
         }
       }
     });
@@ -145,6 +150,11 @@ class WgradKernel final : public OpKernel {
     if (lo >= hi) return;
     float* const xcol = slot;
     float* const dyc = slot + round_up(chunk_ * kLanes, 16);
+    // Which (chunk, group) each k-tile's rows of dyc were converted for, so
+    // a task converts only the rows of its own tiles, once per chunk.
+    int64_t* const stamp = reinterpret_cast<int64_t*>(dyc + (direct_ ? 0 : round_up(k_ * chunk_, 16)));
+    if (!direct_) std::fill(stamp, stamp + kt_, int64_t{-1});
+    int64_t chunk_id = 0;
     const Strides ys = strides_of(op_.a, op_.geo.spatial);
     const float* const dy = static_cast<const float*>(args.a);
     int64_t a_off = 0, len = 0;
@@ -158,18 +168,18 @@ class WgradKernel final : public OpKernel {
     ka.runs = 1;
     bool first = true;
     for (int64_t n = 0; n < n_; ++n)
-      for (int64_t pix0 = 0; pix0 < pixels_; pix0 += chunk_, first = false) {
+      for (int64_t pix0 = 0; pix0 < pixels_; pix0 += chunk_, first = false, ++chunk_id) {
         len = std::min(chunk_, pixels_ - pix0);
-        int64_t have_g = -1, have_unit = -1;
+        int64_t have_unit = -1;
         for (int64_t tl = lo; tl < hi; ++tl) {
           const int64_t kt = tl % kt_, unit = tl / kt_, cb = unit % cbn_, g = unit / cbn_;
           if (unit != have_unit) {
             im2col(args.b, n, g, cb, pix0, len, xcol);
             have_unit = unit;
           }
-          if (!direct_ && g != have_g) {
-            copy_chunk(args.a, n, g, pix0, len, dyc);
-            have_g = g;
+          if (!direct_ && stamp[kt] != chunk_id * groups_ + g) {
+            copy_rows(args.a, n, g, kt * kMr, std::min<int64_t>(kMr, k_ - kt * kMr), pix0, len, dyc);
+            stamp[kt] = chunk_id * groups_ + g;
           }
           // Rows past K repeat the tile's first row; they are never stored.
           for (int64_t i = 0; i < kMr; ++i) {
