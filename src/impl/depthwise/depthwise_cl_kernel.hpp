@@ -136,37 +136,44 @@ struct DwClKernel {
 
   // Grouped weights of group g: wg[t][i][lane o] for input-side channel i
   // and output-side channel o (fwd: i = c, o = k; bwd_data: i = k, o = c).
-  static void pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* tmp) {
-    const DwView& v = p.b;
+  static void pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* wt) {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(out, 0, static_cast<size_t>(ks * p.cin * W) * sizeof(float));
+    load_wblock(p, base, g * p.kg, p.kg, wt);
     const bool fw = p.op == Op::fwd;
     for (int64_t i = 0; i < p.cin; ++i)
       for (int64_t o = 0; o < p.cout; ++o) {
         const int64_t kk = fw ? o : i, cc = fw ? i : o;
-        for (int64_t rd = 0; rd < p.kd; ++rd)
-          for (int64_t rh = 0; rh < p.kh; ++rh) {
-            dw_load_row_generic(base, v.dtype, v.off + (g * p.kg + kk) * v.sn + cc * v.sc + rd * v.sd + rh * v.sh,
-                                v.sw, p.kw, p.rounding, tmp);
-            const int64_t t0 = (rd * p.kh + rh) * p.kw;
-            for (int64_t r = 0; r < p.kw; ++r) out[((t0 + r) * p.cin + i) * W + o] = tmp[r];
-          }
+        const float* src = wt + (kk * p.cg + cc) * ks;
+        for (int64_t t = 0; t < ks; ++t) out[(t * p.cin + i) * W + o] = src[t];
       }
   }
 
   // Weights of groups [ch0, ch0+nv) as wcl[t][lane], t the flattened tap.
-  static void pack_w(const DwClPlan& p, const void* base, int64_t ch0, int64_t nv, float* out, float* tmp) {
-    const DwView& v = p.b;
+  static void pack_w(const DwClPlan& p, const void* base, int64_t ch0, int64_t nv, float* out, float* wt) {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(out, 0, static_cast<size_t>(ks * W) * sizeof(float));
+    load_wblock(p, base, ch0, nv, wt);
     for (int64_t c = 0; c < nv; ++c)
-      for (int64_t rd = 0; rd < p.kd; ++rd)
-        for (int64_t rh = 0; rh < p.kh; ++rh) {
-          dw_load_row_generic(base, v.dtype, v.off + (ch0 + c) * v.sn + rd * v.sd + rh * v.sh, v.sw, p.kw,
-                              p.rounding, tmp);
-          const int64_t t0 = (rd * p.kh + rh) * p.kw;
-          for (int64_t r = 0; r < p.kw; ++r) out[(t0 + r) * W + c] = tmp[r];
-        }
+      for (int64_t t = 0; t < ks; ++t) out[t * W + c] = wt[c * ks + t];
+  }
+
+  // Weights of out-channels [k0, k0+nk) as wt[(k*C + c)*ks + t], rounded: one
+  // vector load of the block when the view is dense (the usual case), as a
+  // per-element path costs more than a small group's whole task.
+  static void load_wblock(const DwClPlan& p, const void* base, int64_t k0, int64_t nk, float* wt) {
+    const DwView& v = p.b;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    if (p.w_dense) {
+      V::load_row(base, v.dtype, v.off + k0 * v.sn, nk * p.cg * ks, p.rounding, wt);
+      return;
+    }
+    for (int64_t k = 0; k < nk; ++k)
+      for (int64_t c = 0; c < p.cg; ++c)
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh)
+            dw_load_row_generic(base, v.dtype, v.off + (k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh, v.sw,
+                                p.kw, p.rounding, wt + ((k * p.cg + c) * p.kd + rd) * p.kh * p.kw + rh * p.kw);
   }
 
   // A channels-last row of `count` pixels back to NCHW: row r of each
@@ -238,9 +245,9 @@ struct DwClKernel {
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
     pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
     if (p.grouped)
-      pack_wg(p, b, bk, w, tmp);
+      pack_wg(p, b, bk, w, s + p.off_wtmp);
     else
-      pack_w(p, b, ch.in0, ch.nin, w, tmp);
+      pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
     const int64_t ks = p.kd * p.kh * p.kw, row = p.rw * W, step = p.sw * W;
     const int64_t* toff = p.toff.data();
     const int64_t ci = p.cin;
@@ -324,9 +331,9 @@ struct DwClKernel {
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
     pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
     if (p.grouped)
-      pack_wg(p, b, bk, w, tmp);
+      pack_wg(p, b, bk, w, s + p.off_wtmp);
     else
-      pack_w(p, b, ch.in0, ch.nin, w, tmp);
+      pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
     const int64_t ci = p.cin;
     const int64_t row = p.rw * W, ostep = p.sw * W;
     RowTap rt[kDwMaxRowTaps];
