@@ -382,27 +382,42 @@ struct DwClKernel {
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
   }
 
+  // gradWeight passes over an image's dy rows in chunks, and between chunks
+  // prefetches the matching share of the next image's planes: a burst of a
+  // whole image's prefetches would fill the miss queue and stall.
+  static constexpr int64_t kRowChunk = 8;
+
+  // The share [r0, r1) of `rows` of image n's x rows (channels [x0, x0+nx))
+  // and dy rows (channels [y0, y0+ny)), if image n exists.
+  static void prefetch_image_share(const DwClPlan& p, const void* a, const void* b, int64_t n, int64_t x0,
+                                   int64_t nx, int64_t y0, int64_t ny, int64_t r0, int64_t r1, int64_t rows) {
+    if (n >= p.n) return;
+    const int64_t xrows = p.xd * p.xh;
+    prefetch_rows(b, p.b, n, x0, nx, r0 * xrows / rows, r1 * xrows / rows, p.xh, p.xw);
+    prefetch_rows(a, p.a, n, y0, ny, r0, r1, p.yh, p.yw);
+  }
+
   // ---- bwd_weights: dw[t] = sum_{n, o} dy[o] x[o*s + tap t] ---------------
-  // NT taps' accumulators stay in registers over a whole image; each dy
+  // NT taps' accumulators stay in registers over a chunk of dy rows; each dy
   // vector is loaded once per NT taps. Per tap the order is n, then pixels.
   static constexpr int kMaxTaps = 12;
 
   template <int NT>
   static void bwd_weights_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff,
-                               float* accmem) {
+                               int64_t r0, int64_t r1, float* accmem) {
     R acc[NT];
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::load(accmem + t * W);
     const int64_t row = p.rw * W, step = p.sw * W;
-    for (int64_t od = 0; od < p.yd; ++od)
-      for (int64_t oh = 0; oh < p.yh; ++oh) {
-        const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
-        const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W;
-        for (int64_t o = 0; o < p.yw; ++o) {
-          const R dy = V::load(yr + o * W);
-          const float* x = xr + o * step;
-          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::fma(dy, V::load(x + toff[t]), acc[t]);
-        }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t od = r / p.yh, oh = r % p.yh;
+      const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
+      const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W;
+      for (int64_t o = 0; o < p.yw; ++o) {
+        const R dy = V::load(yr + o * W);
+        const float* x = xr + o * step;
+        CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::fma(dy, V::load(x + toff[t]), acc[t]);
       }
+    }
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
   }
 
@@ -419,21 +434,22 @@ struct DwClKernel {
     for (int64_t n = 0; n < p.n; ++n) {
       pack_plane(p, b, p.b, n, ch0, nv, xbuf, tmp);
       pack_dy(p, a, n, ch0, nv, ybuf, tmp);
-      if (n + 1 < p.n) {
-        prefetch(b, p.b, n + 1, ch0, nv, p.xd, p.xh, p.xw);
-        prefetch(a, p.a, n + 1, ch0, nv, p.yd, p.yh, p.yw);
-      }
-      for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
-        const int64_t* toff = p.toff.data() + t0;
-        float* am = acc + t0 * W;
-        switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
+      const int64_t rows = p.yd * p.yh;
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
+        const int64_t r1 = std::min(rows, r0 + kRowChunk);
+        prefetch_image_share(p, a, b, n + 1, ch0, nv, ch0, nv, r0, r1, rows);
+        for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
+          const int64_t* toff = p.toff.data() + t0;
+          float* am = acc + t0 * W;
+          switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
 #define CONVBWD_DWCL_CASE(NT) \
-  case NT: bwd_weights_taps<NT>(p, xbuf, ybuf, toff, am); break;
-          CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
-          CONVBWD_DWCL_CASE(5) CONVBWD_DWCL_CASE(6) CONVBWD_DWCL_CASE(7) CONVBWD_DWCL_CASE(8)
-          CONVBWD_DWCL_CASE(9) CONVBWD_DWCL_CASE(10) CONVBWD_DWCL_CASE(11)
+    case NT: bwd_weights_taps<NT>(p, xbuf, ybuf, toff, r0, r1, am); break;
+            CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
+            CONVBWD_DWCL_CASE(5) CONVBWD_DWCL_CASE(6) CONVBWD_DWCL_CASE(7) CONVBWD_DWCL_CASE(8)
+            CONVBWD_DWCL_CASE(9) CONVBWD_DWCL_CASE(10) CONVBWD_DWCL_CASE(11)
 #undef CONVBWD_DWCL_CASE
-          default: bwd_weights_taps<12>(p, xbuf, ybuf, toff, am); break;
+            default: bwd_weights_taps<12>(p, xbuf, ybuf, toff, r0, r1, am); break;
+          }
         }
       }
     }
@@ -454,37 +470,37 @@ struct DwClKernel {
   // n, then pixels, as for depthwise.
   template <int KB, int NT>
   static void gw_block(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t k0,
-                       float* acc) {
+                       int64_t r0, int64_t r1, float* acc) {
     R a[KB][NT];
     CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
       CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::load(acc + (t * p.kg + k0 + k) * W);
     const int64_t row = p.rw * W, step = p.sw * W;
     int64_t to[NT];
     for (int t = 0; t < NT; ++t) to[t] = toff[t];
-    for (int64_t od = 0; od < p.yd; ++od)
-      for (int64_t oh = 0; oh < p.yh; ++oh) {
-        const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
-        const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W + k0;
-        for (int64_t o = 0; o < p.yw; ++o) {
-          R x[NT];
-          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) x[t] = V::load(xr + o * step + to[t]);
-          CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k) {
-            const R dy = V::bcast(yr + o * W + k);
-            CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::fma(dy, x[t], a[k][t]);
-          }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t od = r / p.yh, oh = r % p.yh;
+      const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
+      const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W + k0;
+      for (int64_t o = 0; o < p.yw; ++o) {
+        R x[NT];
+        CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) x[t] = V::load(xr + o * step + to[t]);
+        CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k) {
+          const R dy = V::bcast(yr + o * W + k);
+          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::fma(dy, x[t], a[k][t]);
         }
       }
+    }
     CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
       CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(acc + (t * p.kg + k0 + k) * W, a[k][t]);
   }
 
   template <int KB>
   static void gw_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t nt,
-                      int64_t k0, float* acc) {
+                      int64_t k0, int64_t r0, int64_t r1, float* acc) {
     switch (nt) {
-      case 1: gw_block<KB, 1>(p, xbuf, ybuf, toff, k0, acc); break;
-      case 2: gw_block<KB, 2>(p, xbuf, ybuf, toff, k0, acc); break;
-      default: gw_block<KB, 3>(p, xbuf, ybuf, toff, k0, acc); break;
+      case 1: gw_block<KB, 1>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
+      case 2: gw_block<KB, 2>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
+      default: gw_block<KB, 3>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
     }
   }
 
@@ -499,20 +515,21 @@ struct DwClKernel {
     for (int64_t n = 0; n < p.n; ++n) {
       pack_plane(p, b, p.b, n, g * p.cg, p.cg, xbuf, tmp);
       pack_dy(p, a, n, g * p.kg, p.kg, ybuf, tmp);
-      if (n + 1 < p.n) {
-        prefetch(b, p.b, n + 1, g * p.cg, p.cg, p.xd, p.xh, p.xw);
-        prefetch(a, p.a, n + 1, g * p.kg, p.kg, p.yd, p.yh, p.yw);
-      }
-      for (int64_t t0 = 0; t0 < ks; t0 += 3) {
-        const int64_t nt = std::min<int64_t>(3, ks - t0);
-        for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
-          const int64_t* toff = p.toff.data() + t0;
-          float* am = acc + t0 * p.kg * W;
-          switch (std::min<int64_t>(4, p.kg - k0)) {
-            case 1: gw_taps<1>(p, xbuf, ybuf, toff, nt, k0, am); break;
-            case 2: gw_taps<2>(p, xbuf, ybuf, toff, nt, k0, am); break;
-            case 3: gw_taps<3>(p, xbuf, ybuf, toff, nt, k0, am); break;
-            default: gw_taps<4>(p, xbuf, ybuf, toff, nt, k0, am); break;
+      const int64_t rows = p.yd * p.yh;
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
+        const int64_t r1 = std::min(rows, r0 + kRowChunk);
+        prefetch_image_share(p, a, b, n + 1, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
+        for (int64_t t0 = 0; t0 < ks; t0 += 3) {
+          const int64_t nt = std::min<int64_t>(3, ks - t0);
+          for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
+            const int64_t* toff = p.toff.data() + t0;
+            float* am = acc + t0 * p.kg * W;
+            switch (std::min<int64_t>(4, p.kg - k0)) {
+              case 1: gw_taps<1>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+              case 2: gw_taps<2>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+              case 3: gw_taps<3>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+              default: gw_taps<4>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+            }
           }
         }
       }
