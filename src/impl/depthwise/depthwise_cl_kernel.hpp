@@ -39,6 +39,17 @@ struct DwClKernel {
       dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
   }
 
+  // count elements of a row into out[0..count rounded up to 8), zero-filled.
+  static void load_row8(const void* base, const DwView& v, int64_t off, int64_t count, float* out,
+                        OperandRounding rnd) {
+    if (v.sw == 1) {
+      V::load_row8(base, v.dtype, off, count, rnd, out);
+      return;
+    }
+    dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
+    for (int64_t i = count; i % W != 0; ++i) out[i] = 0.0f;
+  }
+
   static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
     if (v.sw == 1 || count == 1)
       V::store_row(in, count, base, v.dtype, off);
@@ -63,9 +74,8 @@ struct DwClKernel {
         }
         for (int64_t c = 0; c < nv; ++c) {
           float* t = tmp + c * p.srcw8;
-          load_row(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh, p.srcw, p.rounding, t);
           // Columns past the row become the zero padding after it.
-          std::memset(t + p.srcw, 0, static_cast<size_t>(p.srcw8 - p.srcw) * sizeof(float));
+          load_row8(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh, p.srcw, t, p.rounding);
         }
         std::memset(o, 0, static_cast<size_t>(p.bw * W) * sizeof(float));
         for (int64_t j = 0; j < p.srcw8; j += W) V::transpose8(tmp + j, p.srcw8, o + (p.bw + j) * W, W);
@@ -554,8 +564,7 @@ struct DwClKernel {
       for (int64_t oh = 0; oh < p.yh; ++oh) {
         for (int64_t c = 0; c < nv; ++c) {
           float* t = tmp + c * p.yw8;
-          load_row(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + od * v.sd + oh * v.sh, p.yw, p.rounding, t);
-          std::memset(t + p.yw, 0, static_cast<size_t>(p.yw8 - p.yw) * sizeof(float));
+          load_row8(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + od * v.sd + oh * v.sh, p.yw, t, p.rounding);
         }
         float* o = out + (od * p.yh + oh) * p.yw8 * W;
         for (int64_t j = 0; j < p.yw8; j += W) V::transpose8(tmp + j, p.yw8, o + j * W, W);
