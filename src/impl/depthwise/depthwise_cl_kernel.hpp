@@ -393,8 +393,10 @@ struct DwClKernel {
   }
 
   // gradWeight passes over an image's dy rows in chunks, and between chunks
-  // prefetches the matching share of the next image's planes: a burst of a
-  // whole image's prefetches would fill the miss queue and stall.
+  // prefetches the matching share of the planes two images ahead (the first
+  // image also fetches the second): a burst of a whole image's prefetches
+  // would fill the miss queue and stall, and one image ahead is too short a
+  // distance when packing is most of an image's time.
   static constexpr int64_t kRowChunk = 8;
 
   // The share [r0, r1) of `rows` of image n's x rows (channels [x0, x0+nx))
@@ -447,7 +449,8 @@ struct DwClKernel {
       const int64_t rows = p.yd * p.yh;
       for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
         const int64_t r1 = std::min(rows, r0 + kRowChunk);
-        prefetch_image_share(p, a, b, n + 1, ch0, nv, ch0, nv, r0, r1, rows);
+        prefetch_image_share(p, a, b, n + 2, ch0, nv, ch0, nv, r0, r1, rows);
+          if (n == 0) prefetch_image_share(p, a, b, 1, ch0, nv, ch0, nv, r0, r1, rows);
         for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
           const int64_t* toff = p.toff.data() + t0;
           float* am = acc + t0 * W;
@@ -528,7 +531,8 @@ struct DwClKernel {
       const int64_t rows = p.yd * p.yh;
       for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
         const int64_t r1 = std::min(rows, r0 + kRowChunk);
-        prefetch_image_share(p, a, b, n + 1, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
+        prefetch_image_share(p, a, b, n + 2, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
+          if (n == 0) prefetch_image_share(p, a, b, 1, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
         for (int64_t t0 = 0; t0 < ks; t0 += 3) {
           const int64_t nt = std::min<int64_t>(3, ks - t0);
           for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
