@@ -450,7 +450,7 @@ struct DwClKernel {
       for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
         const int64_t r1 = std::min(rows, r0 + kRowChunk);
         prefetch_image_share(p, a, b, n + 2, ch0, nv, ch0, nv, r0, r1, rows);
-          if (n == 0) prefetch_image_share(p, a, b, 1, ch0, nv, ch0, nv, r0, r1, rows);
+        if (n == 0) prefetch_image_share(p, a, b, 1, ch0, nv, ch0, nv, r0, r1, rows);
         for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
           const int64_t* toff = p.toff.data() + t0;
           float* am = acc + t0 * W;
@@ -532,7 +532,7 @@ struct DwClKernel {
       for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
         const int64_t r1 = std::min(rows, r0 + kRowChunk);
         prefetch_image_share(p, a, b, n + 2, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
-          if (n == 0) prefetch_image_share(p, a, b, 1, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
+        if (n == 0) prefetch_image_share(p, a, b, 1, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
         for (int64_t t0 = 0; t0 < ks; t0 += 3) {
           const int64_t nt = std::min<int64_t>(3, ks - t0);
           for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
