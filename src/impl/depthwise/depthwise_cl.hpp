@@ -47,13 +47,15 @@ struct DwClPlan {
   // Plane mode (fp32 output whose channel planes are contiguous, fwd and
   // bwd_data): floats between channels in the plane buffer; 0 = row mode.
   int64_t plane_stride = 0;
+  // The weight view is dense ([G*K][C][kd][kh][kw] with unit last stride).
+  bool w_dense = false;
   int64_t tasks = 0;
   // Tasks are handed out dynamically, one at a time: with T threads the
   // task a thread takes next is most likely its current one + T, whose
   // planes it prefetches.
   int64_t ahead = 1;
   size_t scratch_floats = 0;  // per thread
-  size_t off_in = 0, off_y = 0, off_w = 0, off_row = 0, off_tmp = 0, off_acc = 0, off_plane = 0;
+  size_t off_in = 0, off_y = 0, off_w = 0, off_row = 0, off_tmp = 0, off_acc = 0, off_plane = 0, off_wtmp = 0;
 };
 
 void depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,

@@ -39,6 +39,17 @@ struct DwClKernel {
       dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
   }
 
+  // count elements of a row into out[0..count rounded up to 8), zero-filled.
+  static void load_row8(const void* base, const DwView& v, int64_t off, int64_t count, float* out,
+                        OperandRounding rnd) {
+    if (v.sw == 1) {
+      V::load_row8(base, v.dtype, off, count, rnd, out);
+      return;
+    }
+    dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
+    for (int64_t i = count; i % W != 0; ++i) out[i] = 0.0f;
+  }
+
   static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
     if (v.sw == 1 || count == 1)
       V::store_row(in, count, base, v.dtype, off);
@@ -63,9 +74,8 @@ struct DwClKernel {
         }
         for (int64_t c = 0; c < nv; ++c) {
           float* t = tmp + c * p.srcw8;
-          load_row(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh, p.srcw, p.rounding, t);
           // Columns past the row become the zero padding after it.
-          std::memset(t + p.srcw, 0, static_cast<size_t>(p.srcw8 - p.srcw) * sizeof(float));
+          load_row8(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh, p.srcw, t, p.rounding);
         }
         std::memset(o, 0, static_cast<size_t>(p.bw * W) * sizeof(float));
         for (int64_t j = 0; j < p.srcw8; j += W) V::transpose8(tmp + j, p.srcw8, o + (p.bw + j) * W, W);
@@ -136,37 +146,44 @@ struct DwClKernel {
 
   // Grouped weights of group g: wg[t][i][lane o] for input-side channel i
   // and output-side channel o (fwd: i = c, o = k; bwd_data: i = k, o = c).
-  static void pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* tmp) {
-    const DwView& v = p.b;
+  static void pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* wt) {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(out, 0, static_cast<size_t>(ks * p.cin * W) * sizeof(float));
+    load_wblock(p, base, g * p.kg, p.kg, wt);
     const bool fw = p.op == Op::fwd;
     for (int64_t i = 0; i < p.cin; ++i)
       for (int64_t o = 0; o < p.cout; ++o) {
         const int64_t kk = fw ? o : i, cc = fw ? i : o;
-        for (int64_t rd = 0; rd < p.kd; ++rd)
-          for (int64_t rh = 0; rh < p.kh; ++rh) {
-            dw_load_row_generic(base, v.dtype, v.off + (g * p.kg + kk) * v.sn + cc * v.sc + rd * v.sd + rh * v.sh,
-                                v.sw, p.kw, p.rounding, tmp);
-            const int64_t t0 = (rd * p.kh + rh) * p.kw;
-            for (int64_t r = 0; r < p.kw; ++r) out[((t0 + r) * p.cin + i) * W + o] = tmp[r];
-          }
+        const float* src = wt + (kk * p.cg + cc) * ks;
+        for (int64_t t = 0; t < ks; ++t) out[(t * p.cin + i) * W + o] = src[t];
       }
   }
 
   // Weights of groups [ch0, ch0+nv) as wcl[t][lane], t the flattened tap.
-  static void pack_w(const DwClPlan& p, const void* base, int64_t ch0, int64_t nv, float* out, float* tmp) {
-    const DwView& v = p.b;
+  static void pack_w(const DwClPlan& p, const void* base, int64_t ch0, int64_t nv, float* out, float* wt) {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(out, 0, static_cast<size_t>(ks * W) * sizeof(float));
+    load_wblock(p, base, ch0, nv, wt);
     for (int64_t c = 0; c < nv; ++c)
-      for (int64_t rd = 0; rd < p.kd; ++rd)
-        for (int64_t rh = 0; rh < p.kh; ++rh) {
-          dw_load_row_generic(base, v.dtype, v.off + (ch0 + c) * v.sn + rd * v.sd + rh * v.sh, v.sw, p.kw,
-                              p.rounding, tmp);
-          const int64_t t0 = (rd * p.kh + rh) * p.kw;
-          for (int64_t r = 0; r < p.kw; ++r) out[(t0 + r) * W + c] = tmp[r];
-        }
+      for (int64_t t = 0; t < ks; ++t) out[t * W + c] = wt[c * ks + t];
+  }
+
+  // Weights of out-channels [k0, k0+nk) as wt[(k*C + c)*ks + t], rounded: one
+  // vector load of the block when the view is dense (the usual case), as a
+  // per-element path costs more than a small group's whole task.
+  static void load_wblock(const DwClPlan& p, const void* base, int64_t k0, int64_t nk, float* wt) {
+    const DwView& v = p.b;
+    const int64_t ks = p.kd * p.kh * p.kw;
+    if (p.w_dense) {
+      V::load_row(base, v.dtype, v.off + k0 * v.sn, nk * p.cg * ks, p.rounding, wt);
+      return;
+    }
+    for (int64_t k = 0; k < nk; ++k)
+      for (int64_t c = 0; c < p.cg; ++c)
+        for (int64_t rd = 0; rd < p.kd; ++rd)
+          for (int64_t rh = 0; rh < p.kh; ++rh)
+            dw_load_row_generic(base, v.dtype, v.off + (k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh, v.sw,
+                                p.kw, p.rounding, wt + ((k * p.cg + c) * p.kd + rd) * p.kh * p.kw + rh * p.kw);
   }
 
   // A channels-last row of `count` pixels back to NCHW: row r of each
@@ -238,9 +255,9 @@ struct DwClKernel {
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
     pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
     if (p.grouped)
-      pack_wg(p, b, bk, w, tmp);
+      pack_wg(p, b, bk, w, s + p.off_wtmp);
     else
-      pack_w(p, b, ch.in0, ch.nin, w, tmp);
+      pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
     const int64_t ks = p.kd * p.kh * p.kw, row = p.rw * W, step = p.sw * W;
     const int64_t* toff = p.toff.data();
     const int64_t ci = p.cin;
@@ -324,9 +341,9 @@ struct DwClKernel {
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
     pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
     if (p.grouped)
-      pack_wg(p, b, bk, w, tmp);
+      pack_wg(p, b, bk, w, s + p.off_wtmp);
     else
-      pack_w(p, b, ch.in0, ch.nin, w, tmp);
+      pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
     const int64_t ci = p.cin;
     const int64_t row = p.rw * W, ostep = p.sw * W;
     RowTap rt[kDwMaxRowTaps];
@@ -375,27 +392,44 @@ struct DwClKernel {
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
   }
 
+  // gradWeight passes over an image's dy rows in chunks, and between chunks
+  // prefetches the matching share of the planes two images ahead (the first
+  // image also fetches the second): a burst of a whole image's prefetches
+  // would fill the miss queue and stall, and one image ahead is too short a
+  // distance when packing is most of an image's time.
+  static constexpr int64_t kRowChunk = 8;
+
+  // The share [r0, r1) of `rows` of image n's x rows (channels [x0, x0+nx))
+  // and dy rows (channels [y0, y0+ny)), if image n exists.
+  static void prefetch_image_share(const DwClPlan& p, const void* a, const void* b, int64_t n, int64_t x0,
+                                   int64_t nx, int64_t y0, int64_t ny, int64_t r0, int64_t r1, int64_t rows) {
+    if (n >= p.n) return;
+    const int64_t xrows = p.xd * p.xh;
+    prefetch_rows(b, p.b, n, x0, nx, r0 * xrows / rows, r1 * xrows / rows, p.xh, p.xw);
+    prefetch_rows(a, p.a, n, y0, ny, r0, r1, p.yh, p.yw);
+  }
+
   // ---- bwd_weights: dw[t] = sum_{n, o} dy[o] x[o*s + tap t] ---------------
-  // NT taps' accumulators stay in registers over a whole image; each dy
+  // NT taps' accumulators stay in registers over a chunk of dy rows; each dy
   // vector is loaded once per NT taps. Per tap the order is n, then pixels.
   static constexpr int kMaxTaps = 12;
 
   template <int NT>
   static void bwd_weights_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff,
-                               float* accmem) {
+                               int64_t r0, int64_t r1, float* accmem) {
     R acc[NT];
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::load(accmem + t * W);
     const int64_t row = p.rw * W, step = p.sw * W;
-    for (int64_t od = 0; od < p.yd; ++od)
-      for (int64_t oh = 0; oh < p.yh; ++oh) {
-        const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
-        const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W;
-        for (int64_t o = 0; o < p.yw; ++o) {
-          const R dy = V::load(yr + o * W);
-          const float* x = xr + o * step;
-          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::fma(dy, V::load(x + toff[t]), acc[t]);
-        }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t od = r / p.yh, oh = r % p.yh;
+      const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
+      const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W;
+      for (int64_t o = 0; o < p.yw; ++o) {
+        const R dy = V::load(yr + o * W);
+        const float* x = xr + o * step;
+        CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::fma(dy, V::load(x + toff[t]), acc[t]);
       }
+    }
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
   }
 
@@ -412,21 +446,23 @@ struct DwClKernel {
     for (int64_t n = 0; n < p.n; ++n) {
       pack_plane(p, b, p.b, n, ch0, nv, xbuf, tmp);
       pack_dy(p, a, n, ch0, nv, ybuf, tmp);
-      if (n + 1 < p.n) {
-        prefetch(b, p.b, n + 1, ch0, nv, p.xd, p.xh, p.xw);
-        prefetch(a, p.a, n + 1, ch0, nv, p.yd, p.yh, p.yw);
-      }
-      for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
-        const int64_t* toff = p.toff.data() + t0;
-        float* am = acc + t0 * W;
-        switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
+      const int64_t rows = p.yd * p.yh;
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
+        const int64_t r1 = std::min(rows, r0 + kRowChunk);
+        prefetch_image_share(p, a, b, n + 2, ch0, nv, ch0, nv, r0, r1, rows);
+        if (n == 0) prefetch_image_share(p, a, b, 1, ch0, nv, ch0, nv, r0, r1, rows);
+        for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
+          const int64_t* toff = p.toff.data() + t0;
+          float* am = acc + t0 * W;
+          switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
 #define CONVBWD_DWCL_CASE(NT) \
-  case NT: bwd_weights_taps<NT>(p, xbuf, ybuf, toff, am); break;
-          CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
-          CONVBWD_DWCL_CASE(5) CONVBWD_DWCL_CASE(6) CONVBWD_DWCL_CASE(7) CONVBWD_DWCL_CASE(8)
-          CONVBWD_DWCL_CASE(9) CONVBWD_DWCL_CASE(10) CONVBWD_DWCL_CASE(11)
+    case NT: bwd_weights_taps<NT>(p, xbuf, ybuf, toff, r0, r1, am); break;
+            CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
+            CONVBWD_DWCL_CASE(5) CONVBWD_DWCL_CASE(6) CONVBWD_DWCL_CASE(7) CONVBWD_DWCL_CASE(8)
+            CONVBWD_DWCL_CASE(9) CONVBWD_DWCL_CASE(10) CONVBWD_DWCL_CASE(11)
 #undef CONVBWD_DWCL_CASE
-          default: bwd_weights_taps<12>(p, xbuf, ybuf, toff, am); break;
+            default: bwd_weights_taps<12>(p, xbuf, ybuf, toff, r0, r1, am); break;
+          }
         }
       }
     }
@@ -447,37 +483,37 @@ struct DwClKernel {
   // n, then pixels, as for depthwise.
   template <int KB, int NT>
   static void gw_block(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t k0,
-                       float* acc) {
+                       int64_t r0, int64_t r1, float* acc) {
     R a[KB][NT];
     CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
       CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::load(acc + (t * p.kg + k0 + k) * W);
     const int64_t row = p.rw * W, step = p.sw * W;
     int64_t to[NT];
     for (int t = 0; t < NT; ++t) to[t] = toff[t];
-    for (int64_t od = 0; od < p.yd; ++od)
-      for (int64_t oh = 0; oh < p.yh; ++oh) {
-        const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
-        const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W + k0;
-        for (int64_t o = 0; o < p.yw; ++o) {
-          R x[NT];
-          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) x[t] = V::load(xr + o * step + to[t]);
-          CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k) {
-            const R dy = V::bcast(yr + o * W + k);
-            CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::fma(dy, x[t], a[k][t]);
-          }
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t od = r / p.yh, oh = r % p.yh;
+      const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
+      const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W + k0;
+      for (int64_t o = 0; o < p.yw; ++o) {
+        R x[NT];
+        CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) x[t] = V::load(xr + o * step + to[t]);
+        CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k) {
+          const R dy = V::bcast(yr + o * W + k);
+          CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) a[k][t] = V::fma(dy, x[t], a[k][t]);
         }
       }
+    }
     CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
       CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(acc + (t * p.kg + k0 + k) * W, a[k][t]);
   }
 
   template <int KB>
   static void gw_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t nt,
-                      int64_t k0, float* acc) {
+                      int64_t k0, int64_t r0, int64_t r1, float* acc) {
     switch (nt) {
-      case 1: gw_block<KB, 1>(p, xbuf, ybuf, toff, k0, acc); break;
-      case 2: gw_block<KB, 2>(p, xbuf, ybuf, toff, k0, acc); break;
-      default: gw_block<KB, 3>(p, xbuf, ybuf, toff, k0, acc); break;
+      case 1: gw_block<KB, 1>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
+      case 2: gw_block<KB, 2>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
+      default: gw_block<KB, 3>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
     }
   }
 
@@ -492,20 +528,22 @@ struct DwClKernel {
     for (int64_t n = 0; n < p.n; ++n) {
       pack_plane(p, b, p.b, n, g * p.cg, p.cg, xbuf, tmp);
       pack_dy(p, a, n, g * p.kg, p.kg, ybuf, tmp);
-      if (n + 1 < p.n) {
-        prefetch(b, p.b, n + 1, g * p.cg, p.cg, p.xd, p.xh, p.xw);
-        prefetch(a, p.a, n + 1, g * p.kg, p.kg, p.yd, p.yh, p.yw);
-      }
-      for (int64_t t0 = 0; t0 < ks; t0 += 3) {
-        const int64_t nt = std::min<int64_t>(3, ks - t0);
-        for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
-          const int64_t* toff = p.toff.data() + t0;
-          float* am = acc + t0 * p.kg * W;
-          switch (std::min<int64_t>(4, p.kg - k0)) {
-            case 1: gw_taps<1>(p, xbuf, ybuf, toff, nt, k0, am); break;
-            case 2: gw_taps<2>(p, xbuf, ybuf, toff, nt, k0, am); break;
-            case 3: gw_taps<3>(p, xbuf, ybuf, toff, nt, k0, am); break;
-            default: gw_taps<4>(p, xbuf, ybuf, toff, nt, k0, am); break;
+      const int64_t rows = p.yd * p.yh;
+      for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
+        const int64_t r1 = std::min(rows, r0 + kRowChunk);
+        prefetch_image_share(p, a, b, n + 2, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
+        if (n == 0) prefetch_image_share(p, a, b, 1, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
+        for (int64_t t0 = 0; t0 < ks; t0 += 3) {
+          const int64_t nt = std::min<int64_t>(3, ks - t0);
+          for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
+            const int64_t* toff = p.toff.data() + t0;
+            float* am = acc + t0 * p.kg * W;
+            switch (std::min<int64_t>(4, p.kg - k0)) {
+              case 1: gw_taps<1>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+              case 2: gw_taps<2>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+              case 3: gw_taps<3>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+              default: gw_taps<4>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+            }
           }
         }
       }
@@ -530,8 +568,7 @@ struct DwClKernel {
       for (int64_t oh = 0; oh < p.yh; ++oh) {
         for (int64_t c = 0; c < nv; ++c) {
           float* t = tmp + c * p.yw8;
-          load_row(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + od * v.sd + oh * v.sh, p.yw, p.rounding, t);
-          std::memset(t + p.yw, 0, static_cast<size_t>(p.yw8 - p.yw) * sizeof(float));
+          load_row8(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + od * v.sd + oh * v.sh, p.yw, t, p.rounding);
         }
         float* o = out + (od * p.yh + oh) * p.yw8 * W;
         for (int64_t j = 0; j < p.yw8; j += W) V::transpose8(tmp + j, p.yw8, o + j * W, W);

@@ -388,6 +388,12 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   p.off_row = region(op.op == Op::bwd_weights ? 0 : out_row * W);
   p.off_tmp = region(W * std::max({p.srcw8, p.yw8, p.xw8, dw_round_up(p.kw, W)}));
   p.off_acc = region(op.op == Op::bwd_weights ? ks * p.kg * W : 0);
+  p.off_wtmp = region(op.op == Op::bwd_weights ? 0 : (grouped ? p.kg : W) * p.cg * ks);
+  {
+    const DwView& v = p.b;
+    p.w_dense = (p.kw == 1 || v.sw == 1) && (p.kh == 1 || v.sh == p.kw) && (p.kd == 1 || v.sd == p.kh * p.kw) &&
+                (p.cg == 1 || v.sc == ks) && v.sn == p.cg * ks;
+  }
   if (op.op != Op::bwd_weights && p.dst.dtype == DataType::f32) {
     const int64_t od = op.op == Op::fwd ? p.yd : p.xd, oh = op.op == Op::fwd ? p.yh : p.xh;
     const int64_t ow = op.op == Op::fwd ? p.yw : p.xw;

@@ -202,6 +202,20 @@ struct VecAvx2 {
     }
   }
 
+  // load_row for n contiguous elements into out[0..n rounded up to 8), the
+  // lanes past n zero: the tail through a masked load rather than a copy
+  // (one call per row was a large share of packing short rows).
+  static void load_row8(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
+    if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
+      dw_load_row_generic(base, dt, off, 1, n, rnd, out);
+      for (int64_t i = n; i % W != 0; ++i) out[i] = 0.0f;
+      return;
+    }
+    int64_t i = 0;
+    for (; i + W <= n; i += W) store(out + i, round(from(base, dt, off + i), rnd));
+    if (i < n) store(out + i, round(from_partial(base, dt, off + i, n - i), rnd));
+  }
+
   static __m128i to_bf16(R v) {
     const __m256i u = _mm256_castps_si256(v);
     const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));

@@ -88,6 +88,10 @@ struct VecScalar {
     }
     dw_load_row_generic(base, dt, off, 1, n, rnd, out);
   }
+  static void load_row8(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
+    load_row(base, dt, off, n, rnd, out);
+    for (int64_t i = n; i % W != 0; ++i) out[i] = 0.0f;
+  }
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
     dw_store_row_generic(in, n, base, dt, off, 1);
   }
