@@ -37,6 +37,7 @@ struct DwClKernel {
       V::load_row(base, v.dtype, off, count, rnd, out);
     else
       dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
+    if (v.zero_nonfinite) dw_zero_nonfinite(out, count);
   }
 
   // count elements of a row into out[0..count rounded up to 8), zero-filled.
@@ -44,10 +45,11 @@ struct DwClKernel {
                         OperandRounding rnd) {
     if (v.sw == 1) {
       V::load_row8(base, v.dtype, off, count, rnd, out);
-      return;
+    } else {
+      dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
+      for (int64_t i = count; i % W != 0; ++i) out[i] = 0.0f;
     }
-    dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
-    for (int64_t i = count; i % W != 0; ++i) out[i] = 0.0f;
+    if (v.zero_nonfinite) dw_zero_nonfinite(out, count);
   }
 
   static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
@@ -176,14 +178,15 @@ struct DwClKernel {
     const int64_t ks = p.kd * p.kh * p.kw;
     if (p.w_dense) {
       V::load_row(base, v.dtype, v.off + k0 * v.sn, nk * p.cg * ks, p.rounding, wt);
-      return;
+    } else {
+      for (int64_t k = 0; k < nk; ++k)
+        for (int64_t c = 0; c < p.cg; ++c)
+          for (int64_t rd = 0; rd < p.kd; ++rd)
+            for (int64_t rh = 0; rh < p.kh; ++rh)
+              dw_load_row_generic(base, v.dtype, v.off + (k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh, v.sw,
+                                  p.kw, p.rounding, wt + ((k * p.cg + c) * p.kd + rd) * p.kh * p.kw + rh * p.kw);
     }
-    for (int64_t k = 0; k < nk; ++k)
-      for (int64_t c = 0; c < p.cg; ++c)
-        for (int64_t rd = 0; rd < p.kd; ++rd)
-          for (int64_t rh = 0; rh < p.kh; ++rh)
-            dw_load_row_generic(base, v.dtype, v.off + (k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh, v.sw,
-                                p.kw, p.rounding, wt + ((k * p.cg + c) * p.kd + rd) * p.kh * p.kw + rh * p.kw);
+    if (v.zero_nonfinite) dw_zero_nonfinite(wt, nk * p.cg * ks);
   }
 
   // A channels-last row of `count` pixels back to NCHW: row r of each

@@ -233,19 +233,25 @@ using ClTaskFn = void (*)(const DwClPlan&, const void*, const void*, void*, int6
 
 class DepthwiseClKernel final : public OpKernel {
  public:
-  DepthwiseClKernel(DwClPlan p, ClTaskFn fn, int threads) : p_(std::move(p)), fn_(fn), threads_(threads) {}
+  DepthwiseClKernel(DwClPlan p, ClTaskFn fn, int threads) : p_(std::move(p)), fn_(fn), threads_(threads) {
+    // The NaN/Inf variant is built here, so that execute copies nothing (the
+    // plan holds vectors: a copy would allocate).
+    p_nonfinite_ = p_;
+    p_nonfinite_.a.zero_nonfinite = p_nonfinite_.b.zero_nonfinite = true;
+  }
   size_t workspace_bytes() const override {
     return p_.scratch_floats * sizeof(float) * static_cast<size_t>(threads_);
   }
   void run(const OpArgs& args, ThreadPool& pool) const override {
     auto* ws = reinterpret_cast<float*>(args.workspace);
+    const DwClPlan& p = args.zero_nonfinite ? p_nonfinite_ : p_;
     pool.parallel_for(p_.tasks, threads_, [&](int64_t t, int th) {
-      fn_(p_, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
+      fn_(p, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
     });
   }
 
  private:
-  DwClPlan p_;
+  DwClPlan p_, p_nonfinite_;  // the second reads NaN and +-Inf as 0 (OpArgs::zero_nonfinite)
   ClTaskFn fn_;
   int threads_;
 };

@@ -12,6 +12,8 @@
 // is the order of a weight's [C, k0, k1, k2] dims.
 #pragma once
 
+#include <cmath>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -80,6 +82,14 @@ inline float round_operand(float v) {
   if constexpr (R == OperandRounding::hf32) return round_to_hf32(v);
   if constexpr (R == OperandRounding::fp16) return round_to_fp16(v);
   return v;
+}
+
+// An operand value as the kernels see it: rounded, and with NaN and +-Inf
+// read as 0 when OpArgs::zero_nonfinite asks (src/impl/nonfinite/).
+template <OperandRounding R>
+inline float operand_value(float v, bool zero_nonfinite) {
+  const float r = round_operand<R>(v);
+  return zero_nonfinite && !std::isfinite(r) ? 0.0f : r;
 }
 
 // Calls f.template operator()<T, R>() with dtype and rounding as compile-time

@@ -52,7 +52,9 @@ class WgradKernel final : public OpKernel {
     chunk_ = std::min(pixels_, kChunkPixels);
 
     acc_floats_ = round_up(tiles_ * kMr * kLanes, 16);
-    slot_floats_ = round_up(chunk_ * kLanes, 16) + (direct_ ? 0 : round_up(k_ * chunk_, 16) + round_up(2 * kt_, 16));
+    // The dy copy is reserved even when dy is read in place: with NaN or Inf in
+    // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
+    slot_floats_ = round_up(chunk_ * kLanes, 16) + round_up(k_ * chunk_, 16) + round_up(2 * kt_, 16);
     const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + acc_floats_;
     if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
       *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
@@ -84,7 +86,8 @@ class WgradKernel final : public OpKernel {
 
   // xcol[p][16] for pixels [pix0, pix0 + np) of image n, group g, columns of
   // block cb; zero in the padding and past the last column.
-  void im2col(const void* x, int64_t n, int64_t g, int64_t cb, int64_t pix0, int64_t np, float* dst) const {
+  void im2col(const void* x, int64_t n, int64_t g, int64_t cb, int64_t pix0, int64_t np, float* dst,
+              bool zero_nonfinite) const {
     const Strides xs = strides_of(op_.b, op_.geo.spatial);
     dispatch(op_.b.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
       for (int64_t j = 0; j < kLanes; ++j) {
@@ -116,7 +119,7 @@ class WgradKernel final : public OpKernel {
             int64_t o2 = o2a;
             for (; o2 < a; ++o2, q += kLanes) *q = 0.0f;
             int64_t src = plane + i0 * xs.sp[0] + i1 * xs.sp[1] + (o2 * sp_.s[2] + t2) * xs.sp[2];
-            for (; o2 < b; ++o2, q += kLanes, src += step) *q = round_operand<R>(load<T>(x, src));
+            for (; o2 < b; ++o2, q += kLanes, src += step) *q = operand_value<R>(load<T>(x, src), zero_nonfinite);
             for (; o2 < o2b; ++o2, q += kLanes) *q = 0.0f;
           }
           p += o2b - o2a;
@@ -129,7 +132,7 @@ class WgradKernel final : public OpKernel {
   // into the planar fp32 copy [k][chunk_], walking row segments (a division
   // per element made bf16/fp16 wgrad 25x slower than fp32).
   void copy_rows(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t pix0, int64_t np,
-                 float* dst) const {
+                 float* dst, bool zero_nonfinite) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);
     dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
       for (int64_t k = k0; k < k0 + kn; ++k) {
@@ -138,7 +141,7 @@ class WgradKernel final : public OpKernel {
         for (int64_t p = pix0; p < pix0 + np;) {
           const int64_t row = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (pix0 + np - p));
           int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
-          for (int64_t q = a; q < b; ++q, src += s.sp[2]) *o++ = round_operand<R>(load<T>(dy, src));
+          for (int64_t q = a; q < b; ++q, src += s.sp[2]) *o++ = operand_value<R>(load<T>(dy, src), zero_nonfinite);
           p += b - a;
         }
       }
@@ -148,12 +151,13 @@ class WgradKernel final : public OpKernel {
   void compute(const OpArgs& args, float* acc, float* slot, int64_t task) const {
     const int64_t lo = task_begin(task), hi = task_begin(task + 1);
     if (lo >= hi) return;
+    const bool direct = direct_ && !args.zero_nonfinite;
     float* const xcol = slot;
     float* const dyc = slot + round_up(chunk_ * kLanes, 16);
     // Which (chunk, group) each k-tile's rows of dyc were converted for, so
     // a task converts only the rows of its own tiles, once per chunk.
-    int64_t* const stamp = reinterpret_cast<int64_t*>(dyc + (direct_ ? 0 : round_up(k_ * chunk_, 16)));
-    if (!direct_) std::fill(stamp, stamp + kt_, int64_t{-1});
+    int64_t* const stamp = reinterpret_cast<int64_t*>(dyc + round_up(k_ * chunk_, 16));
+    if (!direct) std::fill(stamp, stamp + kt_, int64_t{-1});
     int64_t chunk_id = 0;
     const Strides ys = strides_of(op_.a, op_.geo.spatial);
     const float* const dy = static_cast<const float*>(args.a);
@@ -174,23 +178,24 @@ class WgradKernel final : public OpKernel {
         for (int64_t tl = lo; tl < hi; ++tl) {
           const int64_t kt = tl % kt_, unit = tl / kt_, cb = unit % cbn_, g = unit / cbn_;
           if (unit != have_unit) {
-            im2col(args.b, n, g, cb, pix0, len, xcol);
+            im2col(args.b, n, g, cb, pix0, len, xcol, args.zero_nonfinite);
             have_unit = unit;
           }
-          if (!direct_ && stamp[kt] != chunk_id * groups_ + g) {
-            copy_rows(args.a, n, g, kt * kMr, std::min<int64_t>(kMr, k_ - kt * kMr), pix0, len, dyc);
+          if (!direct && stamp[kt] != chunk_id * groups_ + g) {
+            copy_rows(args.a, n, g, kt * kMr, std::min<int64_t>(kMr, k_ - kt * kMr), pix0, len, dyc,
+                      args.zero_nonfinite);
             stamp[kt] = chunk_id * groups_ + g;
           }
           // Rows past K repeat the tile's first row; they are never stored.
           for (int64_t i = 0; i < kMr; ++i) {
             const int64_t k = kt * kMr + (kt * kMr + i < k_ ? i : 0);
-            if (direct_) {
+            if (direct) {
               ka.a[i] = dy + ys.offset + n * ys.n + (g * k_ + k) * ys.ch;
             } else {
               ka.a[i] = dyc + k * chunk_;
             }
           }
-          a_off = direct_ ? pix0 : 0;
+          a_off = direct ? pix0 : 0;
           ka.acc = acc + tl * kMr * kLanes;
           ka.accumulate = !first;
           kern_(ka);
