@@ -5,43 +5,6 @@
 #include "impl/nonfinite/nonfinite.hpp"
 
 namespace convbwd::detail::gemm {
-namespace {
-
-template <DataType T>
-inline float load(const void* base, int64_t i) {
-  if constexpr (T == DataType::f32) return static_cast<const float*>(base)[i];
-  if constexpr (T == DataType::bf16) return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
-  if constexpr (T == DataType::f16) return f16_to_float(static_cast<const uint16_t*>(base)[i]);
-  return 0.0f;
-}
-
-template <OperandRounding R>
-inline float round_operand(float v) {
-  if constexpr (R == OperandRounding::hf32) return round_to_hf32(v);
-  if constexpr (R == OperandRounding::fp16) return round_to_fp16(v);
-  return v;
-}
-
-// Calls f.template operator()<T, R>() with the dtype and rounding as
-// compile-time constants, so the inner loops carry no switches.
-template <class F>
-void dispatch(DataType t, OperandRounding r, F&& f) {
-  auto with_r = [&]<DataType T>() {
-    switch (r) {
-      case OperandRounding::none: f.template operator()<T, OperandRounding::none>(); return;
-      case OperandRounding::hf32: f.template operator()<T, OperandRounding::hf32>(); return;
-      case OperandRounding::fp16: f.template operator()<T, OperandRounding::fp16>(); return;
-    }
-  };
-  switch (t) {
-    case DataType::f32: with_r.template operator()<DataType::f32>(); return;
-    case DataType::bf16: with_r.template operator()<DataType::bf16>(); return;
-    case DataType::f16: with_r.template operator()<DataType::f16>(); return;
-    default: return;  // declined at plan time
-  }
-}
-
-}  // namespace
 
 void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];

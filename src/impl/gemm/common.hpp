@@ -17,6 +17,7 @@
 
 #include "impl/gemm/microkernel.hpp"
 #include "impl/implementation.hpp"
+#include "impl/operand_access.hpp"
 #include "numeric/float_formats.hpp"
 #include "problem/checked.hpp"
 #include "problem/spec.hpp"
@@ -24,8 +25,6 @@
 namespace convbwd::detail::gemm {
 
 constexpr int64_t kAlignFloats = 16;  // 64 bytes
-inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Floats per pixel of a channels-last copy: whole 64-byte lines, and an odd
 // number of them. The kernels walk pixels with this stride; a power-of-two
@@ -39,22 +38,6 @@ inline int64_t pixel_pitch(int64_t channels) {
   return p;
 }
 
-// Strides of a [N-or-rows, channels, spatial...] view with spatial dims made
-// three deep (0 for a missing dim).
-struct Strides {
-  int64_t offset = 0, n = 0, ch = 0;
-  std::array<int64_t, 3> sp{0, 0, 0};
-};
-inline Strides strides_of(const View& v, int spatial) {
-  Strides s;
-  s.offset = v.offset;
-  s.n = v.strides[0];
-  s.ch = v.strides[1];
-  for (int i = 0; i < spatial; ++i) s.sp[3 - spatial + i] = v.strides[2 + i];
-  return s;
-}
-
-inline bool is_narrow_float(DataType t) { return t == DataType::f32 || t == DataType::bf16 || t == DataType::f16; }
 
 // Declines what the GEMM paths do not handle (8-bit formats, the bias op).
 inline bool supported(const OpSpec& op, std::string* why) {
@@ -86,13 +69,6 @@ inline bool supported(const OpSpec& op, std::string* why) {
     return false;
   }
   return true;
-}
-
-// Workspace allowed: the largest input tensor, or 64 MiB, whichever is larger.
-inline int64_t workspace_budget(const OpSpec& op) {
-  const int64_t a = op.a.elements() * static_cast<int64_t>(size_of(op.a.dtype));
-  const int64_t b = op.b.elements() * static_cast<int64_t>(size_of(op.b.dtype));
-  return std::max<int64_t>({int64_t{64} << 20, a, b});
 }
 
 // Images per batch of channels-last copies: as many as the budget holds,

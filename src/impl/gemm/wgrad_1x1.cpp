@@ -193,7 +193,7 @@ const Implementation kGemm1x1BwdWeightsImpl = {
         return nullptr;
       }
       auto k = std::make_unique<gemm::Wgrad1x1Kernel>(op, ctx);
-      if (static_cast<int64_t>(k->workspace_bytes()) > gemm::workspace_budget(op)) {
+      if (static_cast<int64_t>(k->workspace_bytes()) > workspace_budget(op)) {
         *why = "the fp32 tiles of the whole weight gradient exceed the workspace budget";
         return nullptr;
       }

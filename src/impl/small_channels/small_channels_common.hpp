@@ -22,6 +22,7 @@
 
 #include "impl/gemm/microkernel.hpp"
 #include "impl/implementation.hpp"
+#include "impl/operand_access.hpp"
 #include "numeric/float_formats.hpp"
 #include "problem/checked.hpp"
 #include "problem/spec.hpp"
@@ -34,23 +35,6 @@ namespace convbwd::detail::small_channels {
 constexpr int64_t kMaxChannels = 4;
 constexpr int64_t kLanes = kNr;  // columns per block: one 6x16 microkernel tile width
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-inline int64_t round_up(int64_t v, int64_t m) { return ceil_div(v, m) * m; }
-
-// Strides of a [N or rows, channels, spatial...] view, spatial three deep
-// (0 for a missing leading dim).
-struct Strides {
-  int64_t offset = 0, n = 0, ch = 0;
-  std::array<int64_t, 3> sp{0, 0, 0};
-};
-inline Strides strides_of(const View& v, int spatial) {
-  Strides s;
-  s.offset = v.offset;
-  s.n = v.strides[0];
-  s.ch = v.strides[1];
-  for (int i = 0; i < spatial; ++i) s.sp[3 - spatial + i] = v.strides[2 + i];
-  return s;
-}
 
 // True when the spatial dims of v flatten to one unit-stride index (NCHW
 // contiguous within each channel plane), so pixel p of a plane is at +p.
@@ -63,26 +47,11 @@ inline bool spatial_flat(const View& v) {
   return true;
 }
 
-template <DataType T>
-inline float load(const void* base, int64_t i) {
-  if constexpr (T == DataType::f32) return static_cast<const float*>(base)[i];
-  if constexpr (T == DataType::bf16) return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
-  if constexpr (T == DataType::f16) return f16_to_float(static_cast<const uint16_t*>(base)[i]);
-  return 0.0f;
-}
-
 // Storage type of a dtype's elements.
 template <DataType T>
 struct Elem {
   using type = std::conditional_t<T == DataType::f32, float, uint16_t>;
 };
-
-template <OperandRounding R>
-inline float round_operand(float v) {
-  if constexpr (R == OperandRounding::hf32) return round_to_hf32(v);
-  if constexpr (R == OperandRounding::fp16) return round_to_fp16(v);
-  return v;
-}
 
 // An operand value as the kernels see it: rounded, and with NaN and +-Inf
 // read as 0 when OpArgs::zero_nonfinite asks (src/impl/nonfinite/).
@@ -90,25 +59,6 @@ template <OperandRounding R>
 inline float operand_value(float v, bool zero_nonfinite) {
   const float r = round_operand<R>(v);
   return zero_nonfinite && !std::isfinite(r) ? 0.0f : r;
-}
-
-// Calls f.template operator()<T, R>() with dtype and rounding as compile-time
-// constants, so the conversion loops carry no switches.
-template <class F>
-void dispatch(DataType t, OperandRounding r, F&& f) {
-  auto with_r = [&]<DataType T>() {
-    switch (r) {
-      case OperandRounding::none: f.template operator()<T, OperandRounding::none>(); return;
-      case OperandRounding::hf32: f.template operator()<T, OperandRounding::hf32>(); return;
-      case OperandRounding::fp16: f.template operator()<T, OperandRounding::fp16>(); return;
-    }
-  };
-  switch (t) {
-    case DataType::f32: with_r.template operator()<DataType::f32>(); return;
-    case DataType::bf16: with_r.template operator()<DataType::bf16>(); return;
-    case DataType::f16: with_r.template operator()<DataType::f16>(); return;
-    default: return;  // declined at plan time
-  }
 }
 
 // Stores one fp32 value into an output element, rounded once.
@@ -121,7 +71,6 @@ inline void store_one(void* base, DataType dt, int64_t i, float v) {
   }
 }
 
-inline bool is_narrow_float(DataType t) { return t == DataType::f32 || t == DataType::bf16 || t == DataType::f16; }
 
 // The checks both operations share. Sizes are bounded so that planning
 // arithmetic cannot overflow on hostile shapes.
@@ -155,13 +104,6 @@ inline bool supported(const OpSpec& op, Op want, std::string* why) {
     return false;
   }
   return true;
-}
-
-// Workspace allowed: the largest input tensor, or 64 MiB, whichever is larger.
-inline int64_t workspace_budget(const OpSpec& op) {
-  const int64_t a = op.a.elements() * static_cast<int64_t>(size_of(op.a.dtype));
-  const int64_t b = op.b.elements() * static_cast<int64_t>(size_of(op.b.dtype));
-  return std::max<int64_t>({int64_t{64} << 20, a, b});
 }
 
 inline MicroKernel gather_kernel(Isa isa) {

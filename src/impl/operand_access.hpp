@@ -1,0 +1,81 @@
+// How the fast paths read operands: element loads by dtype, cubeMathType
+// operand rounding, both as compile-time parameters of the conversion loops,
+// strides of a view made three spatial dims deep, and the workspace budget
+// of issue 4. Shared by the GEMM and small-channel paths, which each had
+// their own copy.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "numeric/float_formats.hpp"
+#include "problem/spec.hpp"
+
+namespace convbwd::detail {
+
+// The dtypes these paths convert (everything but the 8-bit formats).
+inline bool is_narrow_float(DataType t) { return t == DataType::f32 || t == DataType::bf16 || t == DataType::f16; }
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t v, int64_t m) { return ceil_div(v, m) * m; }
+
+template <DataType T>
+inline float load(const void* base, int64_t i) {
+  if constexpr (T == DataType::f32) return static_cast<const float*>(base)[i];
+  if constexpr (T == DataType::bf16) return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+  if constexpr (T == DataType::f16) return f16_to_float(static_cast<const uint16_t*>(base)[i]);
+  return 0.0f;
+}
+
+template <OperandRounding R>
+inline float round_operand(float v) {
+  if constexpr (R == OperandRounding::hf32) return round_to_hf32(v);
+  if constexpr (R == OperandRounding::fp16) return round_to_fp16(v);
+  return v;
+}
+
+// Calls f.template operator()<T, R>() with the dtype and rounding as
+// compile-time constants, so the inner loops carry no switches. 8-bit dtypes
+// call nothing: the paths that use this decline them at plan time.
+template <class F>
+void dispatch(DataType t, OperandRounding r, F&& f) {
+  auto with_r = [&]<DataType T>() {
+    switch (r) {
+      case OperandRounding::none: f.template operator()<T, OperandRounding::none>(); return;
+      case OperandRounding::hf32: f.template operator()<T, OperandRounding::hf32>(); return;
+      case OperandRounding::fp16: f.template operator()<T, OperandRounding::fp16>(); return;
+    }
+  };
+  switch (t) {
+    case DataType::f32: with_r.template operator()<DataType::f32>(); return;
+    case DataType::bf16: with_r.template operator()<DataType::bf16>(); return;
+    case DataType::f16: with_r.template operator()<DataType::f16>(); return;
+    default: return;
+  }
+}
+
+// Strides of a [N-or-rows, channels, spatial...] view with spatial dims made
+// three deep (0 for a missing dim).
+struct Strides {
+  int64_t offset = 0, n = 0, ch = 0;
+  std::array<int64_t, 3> sp{0, 0, 0};
+};
+inline Strides strides_of(const View& v, int spatial) {
+  Strides s;
+  s.offset = v.offset;
+  s.n = v.strides[0];
+  s.ch = v.strides[1];
+  for (int i = 0; i < spatial; ++i) s.sp[3 - spatial + i] = v.strides[2 + i];
+  return s;
+}
+
+// Workspace allowed (issue 4): the largest input tensor, or 64 MiB,
+// whichever is larger.
+inline int64_t workspace_budget(const OpSpec& op) {
+  const int64_t a = op.a.elements() * static_cast<int64_t>(size_of(op.a.dtype));
+  const int64_t b = op.b.elements() * static_cast<int64_t>(size_of(op.b.dtype));
+  return std::max<int64_t>({int64_t{64} << 20, a, b});
+}
+
+}  // namespace convbwd::detail

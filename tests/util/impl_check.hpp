@@ -1,0 +1,27 @@
+// The check every fast-path test runs: one gradient of a descriptor planned
+// directly with a given implementation, on every ISA this CPU has and the
+// given thread counts (whose bits must be identical), compared with the fp64
+// reference within the one tolerance (exactly, for Fill::small_ints), with
+// canaries around the output view.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "impl/implementation.hpp"
+#include "runtime/cpu.hpp"
+#include "util/tensor.hpp"
+
+namespace convbwd::test {
+
+// The ISAs this CPU can run: scalar, and AVX2 when present.
+std::vector<detail::Isa> test_isas();
+
+// Which implementation a test plans for an operation.
+using ImplFor = std::function<const detail::Implementation&(detail::Op)>;
+
+void check_implementation(const std::string& desc, Gradient which, const ImplFor& impl_for, Layout in_layout,
+                          Layout out_layout, Fill fill_kind, const std::vector<int>& thread_counts);
+
+}  // namespace convbwd::test
