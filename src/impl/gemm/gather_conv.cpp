@@ -47,6 +47,17 @@ class GatherConvKernel final : public OpKernel {
     red_ = dgrad ? g.k : g.c;
     groups_ = g.groups;
     n_ = g.n;
+    // Decline before building anything whose size follows the reduction: the
+    // chunk tables below have one entry per 256 steps, so a hostile channel
+    // count (2.5e10, a fuzz finding) made planning run for minutes. The
+    // packed weights must fit the workspace anyway (double: no overflow).
+    const double packed_weight_bytes = static_cast<double>(groups_) * static_cast<double>(sp.taps()) *
+                                       static_cast<double>(red_) * static_cast<double>(round_up(cols_, kNr)) * 4.0;
+    if (packed_weight_bytes > static_cast<double>(workspace_budget(op))) {
+      *why = "the packed weights exceed the workspace budget";
+      ok_ = false;
+      return;
+    }
 
     wp_.v = op.b;
     wp_.spatial = g.spatial;
