@@ -11,6 +11,7 @@
 #include "impl/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
 #include "impl/nonfinite/nonfinite.hpp"
+#include "impl/operand_access.hpp"
 #include "impl/registry_entries.hpp"
 #include "numeric/float_formats.hpp"
 #include "runtime/thread_pool.hpp"
@@ -285,6 +286,18 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     *why = "empty extents are left to the zeros and reference paths";
     return nullptr;
   }
+  {
+    // Each thread's scratch holds an 8-channel padded plane of the larger
+    // side: bound it before any size arithmetic (double: a hostile plane of
+    // 8.5e17 pixels overflowed int64 below, a fuzz finding).
+    const Space sp = space_of(g);
+    double plane = 1;
+    for (int d = 0; d < 3; ++d) plane *= static_cast<double>(std::max(sp.x[d], sp.y[d]) + 2 * sp.k[d] * sp.d[d]);
+    if (plane * 8 * 4 * std::max(ctx.threads, 1) > static_cast<double>(workspace_budget(op))) {
+      *why = "an 8-channel plane per thread exceeds the workspace budget";
+      return nullptr;
+    }
+  }
   DwClPlan p;
   p.op = op.op;
   p.rounding = op.rounding;
@@ -407,7 +420,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     // Eight planes plus the slack one row's vector tail spills into; beyond
     // about 1 MiB the buffer would leave L2 and row mode is as good.
     const int64_t stride = dw_round_up(od * oh * ow, 16) + 16;
-    if (planes_contiguous && W * stride * 4 <= (int64_t{1} << 20)) {
+    if (planes_contiguous && stride <= (int64_t{1} << 20) / (W * 4)) {
       p.plane_stride = stride;
       p.off_plane = region(W * stride);
     }
