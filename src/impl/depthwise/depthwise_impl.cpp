@@ -292,7 +292,9 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     // 8.5e17 pixels overflowed int64 below, a fuzz finding).
     const Space sp = space_of(g);
     double plane = 1;
-    for (int d = 0; d < 3; ++d) plane *= static_cast<double>(std::max(sp.x[d], sp.y[d]) + 2 * sp.k[d] * sp.d[d]);
+    for (int d = 0; d < 3; ++d)
+      plane *= static_cast<double>(std::max(sp.x[d], sp.y[d])) +
+               2.0 * static_cast<double>(sp.k[d]) * static_cast<double>(sp.d[d]);
     if (plane * 8 * 4 * std::max(ctx.threads, 1) > static_cast<double>(workspace_budget(op))) {
       *why = "an 8-channel plane per thread exceeds the workspace budget";
       return nullptr;
