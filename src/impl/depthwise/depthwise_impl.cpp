@@ -84,19 +84,26 @@ DwView view_of(const View& v, int spatial) {
   return d;
 }
 
-size_t bytes_of(const View& v) { return static_cast<size_t>(v.elements()) * size_of(v.dtype); }
-
-std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ctx, std::string* why) {
-  const Geometry& g = op.geo;
+// What both depthwise paths take: a convolution (not the bias sum) whose
+// three tensors are f32, f16 or bf16.
+bool convolution_with_narrow_floats(const OpSpec& op, std::string* why) {
   if (op.op == Op::bias) {
     *why = "not a convolution";
-    return nullptr;
+    return false;
   }
   for (const View* v : {&op.a, &op.b, &op.dst})
     if (!supported_dtype(v->dtype)) {
       *why = "dtype " + std::string(to_string(v->dtype)) + " is not f32, f16 or bf16";
-      return nullptr;
+      return false;
     }
+  return true;
+}
+
+size_t bytes_of(const View& v) { return static_cast<size_t>(v.elements()) * size_of(v.dtype); }
+
+std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ctx, std::string* why) {
+  const Geometry& g = op.geo;
+  if (!convolution_with_narrow_floats(op, why)) return nullptr;
   if (g.c > kMaxGroupChannels || g.k > kMaxGroupChannels) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) + " channels exceed " +
            std::to_string(kMaxGroupChannels) + "; a GEMM path suits them";
@@ -266,15 +273,7 @@ constexpr int64_t kClMinGroup = 6;
 // depthwise_cl.hpp).
 std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
-  if (op.op == Op::bias) {
-    *why = "not a convolution";
-    return nullptr;
-  }
-  for (const View* v : {&op.a, &op.b, &op.dst})
-    if (!supported_dtype(v->dtype)) {
-      *why = "dtype " + std::string(to_string(v->dtype)) + " is not f32, f16 or bf16";
-      return nullptr;
-    }
+  if (!convolution_with_narrow_floats(op, why)) return nullptr;
   const bool grouped = !(g.c == 1 && g.k == 1);
   if (grouped && !(g.c >= kClMinGroup && g.c <= kDwLanes && g.k >= kClMinGroup && g.k <= kDwLanes)) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
