@@ -56,7 +56,12 @@ for t in $targets; do
   if [ $rc -ne 0 ]; then
     echo "fuzz_$t FAILED (exit $rc) after $execs executions; input and log in $work/:"
     grep -E "convbwd fuzz failure|ERROR: |runtime error|SUMMARY" "$work/log" | head -20 || true
-    ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* 2>/dev/null || true
+    # The input itself, so that CI's log alone reproduces the finding:
+    # printf '%s' <base64> | base64 -d > input && $build/tests/fuzz/fuzz_<target> input
+    for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
+      [ -f "$f" ] || continue
+      echo "$f ($(wc -c <"$f") bytes), base64: $(head -c 3000 "$f" | base64 -w0)"
+    done
     status=1
   else
     echo "fuzz_$t: $execs executions, no failure"

@@ -208,17 +208,19 @@ std::string compare_with_reference(const Problem& p, const Buffers& b) {
     for (int64_t j = 0; j < n; ++j) {
       const double want = detail::load_as_float(ref.data(), j, dt);
       const double got = detail::load_as_float(outs[i], view_index(got_view, j), dt);
-      const std::string where = std::string(names[i]) + "[" + std::to_string(j) + "] of " + p.descriptor() + ": ";
+      // Only a failure needs the message (building it per element was most
+      // of a fuzz run's time under ASan).
+      auto where = [&] { return std::string(names[i]) + "[" + std::to_string(j) + "] of " + p.descriptor() + ": "; };
       if (std::isnan(want) || std::isnan(got)) {
-        if (std::isnan(want) != std::isnan(got)) return where + fmt("got %g, want %g", got, want);
+        if (std::isnan(want) != std::isnan(got)) return where() + fmt("got %g, want %g", got, want);
         continue;
       }
       if (std::isinf(want) || std::isinf(got)) {
-        if (want != got) return where + fmt("got %g, want %g", got, want);
+        if (want != got) return where() + fmt("got %g, want %g", got, want);
         continue;
       }
       const double tol = tolerance(dt, want, sum_abs[static_cast<size_t>(j)], len);
-      if (std::fabs(got - want) > tol) return where + fmt("got %.9g, want %.9g, tolerance %.3g", got, want, tol);
+      if (std::fabs(got - want) > tol) return where() + fmt("got %.9g, want %.9g, tolerance %.3g", got, want, tol);
     }
   }
   return "";
