@@ -69,34 +69,4 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst, bool
   });
 }
 
-void store_tile(void* base, DataType dt, const float* tile, const int64_t* row_base, int rows, int64_t col_stride,
-                int cols) {
-  switch (dt) {
-    case DataType::f32: {
-      auto* p = static_cast<float*>(base);
-      if (col_stride == 1) {  // planar outputs of the 1x1 path: rows of contiguous pixels
-        for (int i = 0; i < rows; ++i)
-          std::memcpy(p + row_base[i], tile + i * kNr, static_cast<size_t>(cols) * sizeof(float));
-        return;
-      }
-      for (int i = 0; i < rows; ++i)
-        for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = tile[i * kNr + j];
-      return;
-    }
-    case DataType::bf16: {
-      auto* p = static_cast<uint16_t*>(base);
-      for (int i = 0; i < rows; ++i)
-        for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = float_to_bf16(tile[i * kNr + j]);
-      return;
-    }
-    case DataType::f16: {
-      auto* p = static_cast<uint16_t*>(base);
-      for (int i = 0; i < rows; ++i)
-        for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = float_to_f16(tile[i * kNr + j]);
-      return;
-    }
-    default: return;  // declined at plan time
-  }
-}
-
 }  // namespace convbwd::detail::gemm

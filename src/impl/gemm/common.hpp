@@ -131,17 +131,22 @@ struct WeightPack {
 
 // Stores rows x cols of an fp32 tile (row stride kNr) into a view:
 // element (i, j) goes to row_base[i] + j * col_stride, rounded once.
-void store_tile(void* base, DataType dt, const float* tile, const int64_t* row_base, int rows, int64_t col_stride,
-                int cols);
+inline void store_tile(StoreRow store, void* base, DataType dt, const float* tile, const int64_t* row_base, int rows,
+                       int64_t col_stride, int cols) {
+  for (int i = 0; i < rows; ++i) store(tile + i * kNr, cols, base, dt, row_base[i], col_stride);
+}
 
 // Kernels by ISA, chosen at plan time.
 struct Kernels {
   MicroKernel gather, strided;
   ToChannelsLast convert;
+  StoreRow store;
 };
 inline Kernels kernels_for(Isa isa) {
-  if (isa >= Isa::avx2) return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2};
-  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar};
+  if (isa >= Isa::avx2) return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2,
+                                     store_row_avx2};
+  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar,
+          store_row_scalar};
 }
 
 }  // namespace convbwd::detail::gemm

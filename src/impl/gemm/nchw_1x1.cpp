@@ -55,6 +55,7 @@ class Nchw1x1Kernel final : public OpKernel {
     const bool dgrad = op.op == Op::bwd_data;
     kern_ = kernels_for(ctx.isa).strided;
     convert_ = kernels_for(ctx.isa).convert;
+    store_ = kernels_for(ctx.isa).store;
     groups_ = g.groups;
     n_ = g.n;
     cols_ = dgrad ? g.c : g.k;
@@ -156,7 +157,7 @@ class Nchw1x1Kernel final : public OpKernel {
         const int rows = static_cast<int>(std::min<int64_t>(kMr, cols_ - rt * kMr));
         for (int i = 0; i < rows; ++i)
           row_base[i] = dv.offset + n * dv.strides[0] + (g * cols_ + rt * kMr + i) * dv.strides[1] + p0 * dst_px_;
-        store_tile(args.dst, dv.dtype, tile, row_base, rows, dst_px_, np);
+        store_tile(store_, args.dst, dv.dtype, tile, row_base, rows, dst_px_, np);
       }
     }
   }
@@ -165,6 +166,7 @@ class Nchw1x1Kernel final : public OpKernel {
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
   ToChannelsLast convert_ = nullptr;
+  StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, pixels_ = 0;
   int64_t a_px_ = 1, dst_px_ = 1, row_tiles_ = 0, strip_px_ = kNr, strips_ = 0;
   int64_t panel_floats_ = 0, weights_floats_ = 0;

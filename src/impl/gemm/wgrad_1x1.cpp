@@ -43,6 +43,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     const Geometry& g = op.geo;
     kern_ = kernels_for(ctx.isa).gather;
     convert_ = kernels_for(ctx.isa).convert;
+    store_ = kernels_for(ctx.isa).store;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -148,7 +149,7 @@ class Wgrad1x1Kernel final : public OpKernel {
         const int rows_n = static_cast<int>(std::min<int64_t>(kMr, k_ - k0));
         const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
         for (int i = 0; i < rows_n; ++i) row_base[i] = w.offset + (g * k_ + k0 + i) * w.strides[0] + cb * kNr * w.strides[1];
-        store_tile(args.dst, w.dtype, acc + (u * cb_ + cb) * kMr * kNr, row_base, rows_n, w.strides[1], cols);
+        store_tile(store_, args.dst, w.dtype, acc + (u * cb_ + cb) * kMr * kNr, row_base, rows_n, w.strides[1], cols);
       }
   }
 
@@ -156,6 +157,7 @@ class Wgrad1x1Kernel final : public OpKernel {
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
   ToChannelsLast convert_ = nullptr;
+  StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, pixels_ = 0, kt_ = 0, cb_ = 0, tasks_ = 1;
   int64_t acc_floats_ = 0, scratch_floats_ = 0;
   bool direct_ = false;

@@ -29,6 +29,7 @@ class WgradKernel final : public OpKernel {
     const Geometry& g = op.geo;
     sp_ = space_of(g);
     kern_ = kernels_for(ctx.isa).strided;
+    store_ = kernels_for(ctx.isa).store;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -198,7 +199,7 @@ class WgradKernel final : public OpKernel {
       for (int i = 0; i < rows; ++i)
         row_base[i] = ws.offset + (g * k_ + kt * kMr + i) * ws.n + cb * kNr * ws.ch + r0 * ws.sp[0] +
                       r1 * ws.sp[1] + r2 * ws.sp[2];
-      store_tile(dst, op_.dst.dtype, acc + tl * kMr * kNr, row_base, rows, ws.ch, cols);
+      store_tile(store_, dst, op_.dst.dtype, acc + tl * kMr * kNr, row_base, rows, ws.ch, cols);
     }
   }
 
@@ -206,6 +207,7 @@ class WgradKernel final : public OpKernel {
   int threads_ = 1;
   Space sp_;
   MicroKernel kern_ = nullptr;
+  StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0;
   ImageCopy dy_, x_;
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;

@@ -1,0 +1,92 @@
+// The ISA versions of the output row store (impl/gemm/microkernel.hpp) give
+// the same bits as the portable one, which float_formats_test checks against
+// the formats' definitions: every fp32 pattern of a dense sweep (ties,
+// subnormals, overflow, NaN payloads), every length around the 8-wide
+// blocks, and strided rows that must leave the gaps between their elements
+// alone.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "impl/gemm/microkernel.hpp"
+#include "runtime/cpu.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+struct IsaStore {
+  const char* name;
+  Isa needs;
+  StoreRow store;
+};
+
+const IsaStore kIsaStores[] = {{"avx2", Isa::avx2, store_row_avx2}};
+
+constexpr DataType kTypes[] = {DataType::f32, DataType::bf16, DataType::f16};
+
+std::vector<float> sweep_values() {
+  std::vector<float> v;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 997) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  // Both formats' rounding boundaries: every low half-word pattern that
+  // decides a bf16 tie, and fp16's 13 dropped bits, on a spread of highs.
+  for (uint32_t hi = 0; hi < 65536; hi += 7)
+    for (uint32_t lo : {0x0000u, 0x0fffu, 0x1000u, 0x1001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      v.push_back(std::bit_cast<float>((hi << 16) | lo));
+  return v;
+}
+
+TEST(KernelStoreRow, SameBitsAsPortableOnSweep) {
+  const std::vector<float> values = sweep_values();
+  for (const IsaStore& k : kIsaStores) {
+    if (detected_isa() < k.needs) {
+      GTEST_SKIP() << "this CPU has no " << k.name;
+    }
+    for (DataType dt : kTypes) {
+      const size_t bytes = values.size() * size_of(dt);
+      std::vector<unsigned char> want(bytes), got(bytes);
+      store_row_scalar(values.data(), static_cast<int64_t>(values.size()), want.data(), dt, 0, 1);
+      k.store(values.data(), static_cast<int64_t>(values.size()), got.data(), dt, 0, 1);
+      for (size_t i = 0; i < values.size(); ++i)
+        ASSERT_EQ(0, std::memcmp(want.data() + i * size_of(dt), got.data() + i * size_of(dt), size_of(dt)))
+            << k.name << " dtype " << static_cast<int>(dt) << " value pattern 0x" << std::hex
+            << std::bit_cast<uint32_t>(values[i]);
+    }
+  }
+}
+
+TEST(KernelStoreRow, LengthsStridesAndOffsetsWriteOnlyTheirElements) {
+  std::vector<float> src(64);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 1.0f / 3.0f * static_cast<float>(i + 1) - 7.0f;
+  for (const IsaStore& k : kIsaStores) {
+    if (detected_isa() < k.needs) {
+      GTEST_SKIP() << "this CPU has no " << k.name;
+    }
+    for (DataType dt : kTypes)
+      for (int64_t n = 0; n <= 40; ++n)
+        for (int64_t stride : {1, 2, 5})
+          for (int64_t index : {0, 3}) {
+            const size_t elems = static_cast<size_t>(index + 64 * stride + 8);
+            std::vector<unsigned char> want(elems * size_of(dt), 0xA5), got(want);
+            store_row_scalar(src.data(), n, want.data(), dt, index, stride);
+            k.store(src.data(), n, got.data(), dt, index, stride);
+            ASSERT_EQ(want, got) << k.name << " dtype " << static_cast<int>(dt) << " n " << n << " stride "
+                                 << stride << " index " << index;
+            // The portable store itself writes exactly its n elements.
+            for (size_t e = 0; e < elems; ++e) {
+              const bool mine = e >= static_cast<size_t>(index) && (e - index) % stride == 0 &&
+                                (e - index) / stride < static_cast<size_t>(n);
+              bool untouched = true;
+              for (size_t b = 0; b < size_of(dt); ++b) untouched = untouched && want[e * size_of(dt) + b] == 0xA5;
+              if (!mine) {
+                ASSERT_TRUE(untouched) << "element " << e << " n " << n << " stride " << stride;
+              }
+            }
+          }
+  }
+}
+
+}  // namespace
+}  // namespace convbwd::detail
