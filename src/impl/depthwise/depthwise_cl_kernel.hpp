@@ -56,7 +56,7 @@ struct DwClKernel {
     if (v.sw == 1 || count == 1)
       V::store_row(in, count, base, v.dtype, off);
     else
-      dw_store_row_generic(in, count, base, v.dtype, off, v.sw);
+      store_row_scalar(in, count, base, v.dtype, off, v.sw);
   }
 
   // The input plane of channels [ch0, ch0+nv) of image n into the padded

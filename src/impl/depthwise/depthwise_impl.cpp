@@ -32,9 +32,6 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
 
 void dw_zero_nonfinite(float* p, int64_t n) { zero_nonfinite(p, n); }
 
-void dw_store_row_generic(const float* in, int64_t n, void* base, DataType dt, int64_t off, int64_t stride) {
-  for (int64_t i = 0; i < n; ++i) store_from_float(base, off + i * stride, dt, in[i]);
-}
 
 namespace {
 

@@ -63,7 +63,7 @@ struct DwKernel {
     if (v.sw == 1 || count == 1)
       V::store_row(in, count, base, v.dtype, off);
     else
-      dw_store_row_generic(in, count, base, v.dtype, off, v.sw);
+      store_row_scalar(in, count, base, v.dtype, off, v.sw);
   }
 
   // Packs one row of `count` elements into `phases` phase rows of `len`

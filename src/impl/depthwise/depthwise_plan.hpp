@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/store_row.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd::detail {
@@ -82,8 +83,6 @@ void dw_zero_nonfinite(float* p, int64_t n);
 // rounding says.
 void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t stride, int64_t n,
                          OperandRounding rounding, float* out);
-// Rounds n fp32 values once into dt and stores them at base[off + i*stride].
-void dw_store_row_generic(const float* in, int64_t n, void* base, DataType dt, int64_t off, int64_t stride);
 
 // One task of a depthwise/grouped plan; scratch holds p.scratch_floats floats.
 void depthwise_task_scalar(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch);

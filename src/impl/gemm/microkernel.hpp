@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "convbwd/convbwd.hpp"
+#include "kernels/store_row.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd::detail {
@@ -66,11 +67,5 @@ void to_channels_last_scalar(const void*, DataType, OperandRounding, int64_t, in
                              float*, int64_t);
 void to_channels_last_avx2(const void*, DataType, OperandRounding, int64_t, int64_t, int64_t, int64_t, int64_t,
                            float*, int64_t);
-
-// Stores n fp32 values into elements index, index + stride, ... of an
-// output of dtype dt, each rounded once (numeric/float_formats.hpp).
-using StoreRow = void (*)(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);
-void store_row_scalar(const float*, int64_t, void*, DataType, int64_t, int64_t);
-void store_row_avx2(const float*, int64_t, void*, DataType, int64_t, int64_t);
 
 }  // namespace convbwd::detail

@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/avx2/float_formats_avx2.hpp"
+#include "kernels/store_row.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -124,11 +126,10 @@ struct VecAvx2 {
   static void store_fence() { _mm_sfence(); }
 
   static R from_f16(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return avx2::f16x8_to_float(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static R from_bf16(const uint16_t* p) {
-    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    return avx2::bf16x8_to_float(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static R from(const void* base, DataType dt, int64_t i) {
     switch (dt) {
@@ -156,24 +157,11 @@ struct VecAvx2 {
       t[n - 1] = h[n - 1];
       v = _mm_load_si128(reinterpret_cast<const __m128i*>(t));
     }
-    if (dt == DataType::f16) return _mm256_cvtph_ps(v);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return dt == DataType::f16 ? avx2::f16x8_to_float(v) : avx2::bf16x8_to_float(v);
   }
 
-  // HF32 as round_to_hf32: magnitude + half quantum, low 12 bits dropped
-  // (half away from zero); NaN quieted.
-  static R round_hf32(R v) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
-    const __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_set1_epi32(0x800)),
-                                       _mm256_set1_epi32(static_cast<int>(0xfffff000u)));
-    const __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
-  }
-  // fp16 as round_to_fp16: F16C rounds to nearest even (subnormals and
-  // overflow to Inf included) and quiets NaN keeping the top payload bits.
-  static R round_fp16(R v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+  static R round_hf32(R v) { return avx2::round_to_hf32x8(v); }
+  static R round_fp16(R v) { return avx2::round_to_fp16x8(v); }
   static R round(R v, OperandRounding r) {
     switch (r) {
       case OperandRounding::hf32: return round_hf32(v);
@@ -216,45 +204,9 @@ struct VecAvx2 {
     if (i < n) store(out + i, round(from_partial(base, dt, off + i, n - i), rnd));
   }
 
-  static __m128i to_bf16(R v) {
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-    const __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    const __m256i h = _mm256_blendv_epi8(r, q, nan);
-    // packus works per 128-bit half; values fit in 16 bits so nothing saturates.
-    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
-    return _mm256_castsi256_si128(p);
-  }
   // Rounds n fp32 values once into dt, stored contiguously at base[off..).
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
-    int64_t i = 0;
-    switch (dt) {
-      case DataType::f32:
-        std::memcpy(static_cast<float*>(base) + off, in, static_cast<size_t>(n) * sizeof(float));
-        return;
-      case DataType::f16:
-      case DataType::bf16: {
-        auto* o = static_cast<uint16_t*>(base) + off;
-        auto narrow = [&](R v) {
-          return dt == DataType::f16 ? _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) : to_bf16(v);
-        };
-        for (; i + W <= n; i += W) _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), narrow(load(in + i)));
-        if (i < n) {
-          // The tail through a copy: never writes past the row.
-          alignas(32) float v[8] = {};
-          alignas(16) uint16_t h[8];
-          std::memcpy(v, in + i, static_cast<size_t>(n - i) * sizeof(float));
-          _mm_store_si128(reinterpret_cast<__m128i*>(h), narrow(load(v)));
-          std::memcpy(o + i, h, static_cast<size_t>(n - i) * sizeof(uint16_t));
-        }
-        return;
-      }
-      default: break;
-    }
-    dw_store_row_generic(in, n, base, dt, off, 1);
+    store_row_avx2(in, n, base, dt, off, 1);
   }
 };
 

@@ -1,8 +1,6 @@
-// AVX2 fp32 -> output dtype row store (see impl/gemm/microkernel.hpp): eight
-// values per conversion, F16C for fp16 and integer rounding for bf16, with
-// the same bits as numeric/float_formats.hpp (round to nearest even,
-// overflow to Inf, subnormals kept, NaN quieted with its payload's top
-// bits). Tails and 8-bit types go to the scalar version.
+// AVX2 fp32 -> output dtype row store (see kernels/store_row.hpp): eight
+// values per conversion (float_formats_avx2.hpp: the same bits as the
+// portable store). Tails and 8-bit types go to the scalar version.
 //
 // Why: the GEMM paths stored fp16 outputs one float_to_f16 call at a time,
 // which made a 1x1 fp16 layer up to 1.5x slower than the same layer in fp32.
@@ -10,33 +8,19 @@
 
 #include <cstring>
 
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/store_row.hpp"
+#include "kernels/avx2/float_formats_avx2.hpp"
 
 namespace convbwd::detail {
 namespace {
-
-inline __m128i to_bf16x8(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-  const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
-  // Half to even: add 0x7fff plus the kept LSB; a carry is the right overflow.
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
-  // Every lane is below 2^16, so the saturating pack is exact; it interleaves
-  // the 128-bit halves, which the permute undoes.
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-  return _mm256_castsi256_si128(packed);
-}
 
 template <DataType T>
 inline __m128i convert8(const float* src) {
   const __m256 v = _mm256_loadu_ps(src);
   if constexpr (T == DataType::f16)
-    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return avx2::float_to_f16x8(v);
   else
-    return to_bf16x8(v);
+    return avx2::float_to_bf16x8(v);
 }
 
 template <DataType T>

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "impl/gemm/microkernel.hpp"
+#include "kernels/avx2/float_formats_avx2.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -18,30 +19,20 @@ inline __m256 load8(const void* base, int64_t i) {
   } else {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i));
     if constexpr (T == DataType::bf16)
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      return avx2::bf16x8_to_float(h);
     else
-      return _mm256_cvtph_ps(h);
+      return avx2::f16x8_to_float(h);
   }
 }
 
 template <OperandRounding R>
 inline __m256 round8(__m256 v) {
-  if constexpr (R == OperandRounding::hf32) {
-    // round_to_hf32: (u + 0x800) & 0xfffff000, NaN kept NaN by setting the quiet bit.
-    const __m256i u = _mm256_castps_si256(v);
-    const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
-    const __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_set1_epi32(0x800)),
-                                       _mm256_set1_epi32(static_cast<int>(0xfffff000u)));
-    const __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
-  } else if constexpr (R == OperandRounding::fp16) {
-    // F16C rounds to nearest even, with subnormals and overflow to Inf, as
-    // float_to_f16 does.
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
+  if constexpr (R == OperandRounding::hf32)
+    return avx2::round_to_hf32x8(v);
+  else if constexpr (R == OperandRounding::fp16)
+    return avx2::round_to_fp16x8(v);
+  else
     return v;
-  }
 }
 
 template <DataType T, OperandRounding R>

@@ -93,7 +93,7 @@ struct VecScalar {
     for (int64_t i = n; i % W != 0; ++i) out[i] = 0.0f;
   }
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
-    dw_store_row_generic(in, n, base, dt, off, 1);
+    store_row_scalar(in, n, base, dt, off, 1);
   }
 };
 

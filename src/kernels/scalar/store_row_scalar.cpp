@@ -1,7 +1,7 @@
-// Portable fp32 -> output dtype row store (see impl/gemm/microkernel.hpp).
+// Portable fp32 -> output dtype row store (see kernels/store_row.hpp).
 #include <cstring>
 
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/store_row.hpp"
 #include "numeric/float_formats.hpp"
 
 namespace convbwd::detail {
@@ -27,7 +27,9 @@ void store_row_scalar(const float* src, int64_t n, void* base, DataType dt, int6
       for (int64_t j = 0; j < n; ++j) p[j * stride] = float_to_f16(src[j]);
       return;
     }
-    default: return;  // 8-bit outputs are declined at plan time
+    default:  // the 8-bit formats (no kernel writes them today)
+      for (int64_t j = 0; j < n; ++j) store_from_float(base, index + j * stride, dt, src[j]);
+      return;
   }
 }
 

@@ -1,0 +1,52 @@
+// Eight-lane versions of numeric/float_formats.hpp for the AVX2 kernels,
+// with the same bits: bf16/fp16 decode, bf16/fp16 encode (round to nearest
+// even, overflow to Inf, subnormals kept, NaN quieted keeping the top
+// payload bits), and the HF32 and fp16 operand roundings. One copy, shared
+// by the channels-last converter, the row store and the depthwise kernels.
+// Compiled only into src/kernels/avx2/ sources (AVX2 + FMA + F16C flags).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace convbwd::detail::avx2 {
+
+inline __m256 f16x8_to_float(__m128i h) { return _mm256_cvtph_ps(h); }
+
+inline __m256 bf16x8_to_float(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+inline __m128i float_to_f16x8(__m256 v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
+inline __m128i float_to_bf16x8(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
+  // Half to even: add 0x7fff plus the kept LSB; a carry is the right overflow.
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+  // Every lane is below 2^16, so the saturating pack is exact; it works per
+  // 128-bit half, which the permute undoes.
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+}
+
+// round_to_hf32: magnitude + half quantum, low 12 bits dropped (half away
+// from zero); NaN kept NaN by setting the quiet bit.
+inline __m256 round_to_hf32x8(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000));
+  const __m256i r =
+      _mm256_and_si256(_mm256_add_epi32(u, _mm256_set1_epi32(0x800)), _mm256_set1_epi32(static_cast<int>(0xfffff000u)));
+  const __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
+}
+
+// round_to_fp16 through F16C.
+inline __m256 round_to_fp16x8(__m256 v) { return f16x8_to_float(float_to_f16x8(v)); }
+
+}  // namespace convbwd::detail::avx2
