@@ -23,17 +23,19 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + lsb) >> 16);
 }
 
+// Branch-free, so that the fast paths' element loops inline and vectorize
+// it: the branchy version stayed an out-of-line call and cost more than the
+// whole small-channel weight gradient it fed (fp16 4.7x slower than fp32).
 inline float f16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));
-  if (exp == 0) {
-    // Subnormal (or zero): man * 2^-24, exact in fp32.
-    const float mag = static_cast<float>(man) * 0x1p-24f;
-    return sign ? -mag : mag;
-  }
-  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
+  const uint32_t magnitude = h & 0x7fffu;
+  const uint32_t exp = magnitude & 0x7c00u;
+  // Normal: exponent rebiased from 15 to 127 (+112). Inf/NaN: exponent 31
+  // to 255 (+224), the payload kept in the top mantissa bits.
+  const uint32_t rebiased = (magnitude << 13) + (exp == 0x7c00u ? 224u << 23 : 112u << 23);
+  // Subnormal or zero: magnitude * 2^-24, exact in fp32.
+  const uint32_t tiny = std::bit_cast<uint32_t>(static_cast<float>(magnitude) * 0x1p-24f);
+  return std::bit_cast<float>(sign | (exp == 0 ? tiny : rebiased));
 }
 
 inline uint16_t float_to_f16(float f) {

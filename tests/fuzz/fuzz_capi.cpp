@@ -503,10 +503,7 @@ void run(Bytes& in, Call& c) {
   // Run only what is small: the buffers must cover every bound view (they do
   // when the storage was small enough to allocate) and the work must be cheap.
   const detail::Geometry& g = spec->geo;
-  const double macs = static_cast<double>(g.n) * static_cast<double>(g.groups) * static_cast<double>(g.c) *
-                      static_cast<double>(g.k) * static_cast<double>(g.k_spatial()) *
-                      std::max(static_cast<double>(g.y_spatial()), static_cast<double>(g.x_spatial()));
-  bool runnable = macs < 1e5 && ws_size <= (uint64_t{1} << 26);
+  bool runnable = oracle_steps(g) <= kMaxOracleSteps && ws_size <= (uint64_t{1} << 26);
   const detail::View* views[kSlots] = {&spec->grad_output, &spec->input, &spec->weight,
                                        &spec->grads[0],    &spec->grads[1], &spec->grads[2]};
   for (int i = 0; i < kSlots; ++i) {

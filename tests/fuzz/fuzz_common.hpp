@@ -5,6 +5,7 @@
 // replay test, which runs every committed corpus and regression input.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +13,8 @@
 #include <limits>
 #include <string>
 #include <string_view>
+
+#include "problem/spec.hpp"
 
 extern "C" int convbwd_fuzz_capi(const uint8_t* data, size_t size);
 extern "C" int convbwd_fuzz_descriptor(const uint8_t* data, size_t size);
@@ -74,5 +77,17 @@ class Bytes {
   size_t n_;
   size_t pos_ = 0;
 };
+
+// Work of the fp64 reference oracle on a problem: every gradient element
+// walks all taps and channels, padding and stride gaps included, so the
+// count is taps x channels x the larger image, not the MACs. The fuzzers run
+// the oracle only below kMaxOracleSteps, so that no input takes seconds
+// under ASan.
+inline double oracle_steps(const detail::Geometry& g) {
+  return static_cast<double>(g.n) * static_cast<double>(g.groups) * static_cast<double>(g.c) *
+         static_cast<double>(g.k) * static_cast<double>(g.k_spatial()) *
+         std::max(static_cast<double>(g.y_spatial()), static_cast<double>(g.x_spatial()));
+}
+constexpr double kMaxOracleSteps = 1e5;
 
 }  // namespace convbwd::fuzz

@@ -20,6 +20,7 @@
 #include <string>
 #include <type_traits>
 
+#include "impl/gemm/common.hpp"
 #include "impl/gemm/microkernel.hpp"
 #include "impl/implementation.hpp"
 #include "impl/operand_access.hpp"
@@ -104,13 +105,6 @@ inline bool supported(const OpSpec& op, Op want, std::string* why) {
     return false;
   }
   return true;
-}
-
-inline MicroKernel gather_kernel(Isa isa) {
-  return isa >= Isa::avx2 ? f32_gemm_6x16_gather_avx2 : f32_gemm_6x16_gather_scalar;
-}
-inline MicroKernel strided_kernel(Isa isa) {
-  return isa >= Isa::avx2 ? f32_gemm_6x16_strided_avx2 : f32_gemm_6x16_strided_scalar;
 }
 
 }  // namespace convbwd::detail::small_channels

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 
+#include "impl/nonfinite/nonfinite.hpp"
 #include "impl/registry_entries.hpp"
 #include "impl/small_channels/small_channels_common.hpp"
 #include "runtime/thread_pool.hpp"
@@ -36,7 +37,8 @@ class WgradKernel final : public OpKernel {
   WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
     const Geometry& g = op.geo;
     sp_ = space_of(g);
-    kern_ = gather_kernel(ctx.isa);
+    kern_ = gemm::kernels_for(ctx.isa).gather;
+    convert_ = gemm::kernels_for(ctx.isa).convert;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -130,7 +132,9 @@ class WgradKernel final : public OpKernel {
 
   // dy channels [k0, k0 + kn) of image n, group g, pixels [pix0, pix0 + np)
   // into the planar fp32 copy [k][chunk_], walking row segments (a division
-  // per element made bf16/fp16 wgrad 25x slower than fp32).
+  // per element made bf16/fp16 wgrad 25x slower than fp32). Unit-stride
+  // segments go through the ISA's converter, eight elements at a time (one
+  // at a time, fp16 wgrad of a k10 mono front end was 3.5x slower than fp32).
   void copy_rows(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t pix0, int64_t np,
                  float* dst, bool zero_nonfinite) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);
@@ -141,7 +145,14 @@ class WgradKernel final : public OpKernel {
         for (int64_t p = pix0; p < pix0 + np;) {
           const int64_t row = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (pix0 + np - p));
           int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
-          for (int64_t q = a; q < b; ++q, src += s.sp[2]) *o++ = operand_value<R>(load<T>(dy, src), zero_nonfinite);
+          if (s.sp[2] == 1) {
+            // A row of b - a "channels" of one pixel (see ToChannelsLast).
+            convert_(dy, T, R, src, 1, 0, b - a, 1, o, 0);
+            if (zero_nonfinite) detail::zero_nonfinite(o, b - a);
+            o += b - a;
+          } else {
+            for (int64_t q = a; q < b; ++q, src += s.sp[2]) *o++ = operand_value<R>(load<T>(dy, src), zero_nonfinite);
+          }
           p += b - a;
         }
       }
@@ -224,6 +235,7 @@ class WgradKernel final : public OpKernel {
   int threads_ = 1;
   Space sp_;
   MicroKernel kern_ = nullptr;
+  ToChannelsLast convert_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0, kt_ = 0, tiles_ = 0, tasks_ = 1;
   bool direct_ = false;
   int64_t pixels_ = 0, chunk_ = 0, acc_floats_ = 0, slot_floats_ = 0;

@@ -142,22 +142,11 @@ struct VecAvx2 {
   // The first n (< 8) elements at base[i..], the other lanes +0; never
   // touches memory past element i + n - 1.
   static R from_partial(const void* base, DataType dt, int64_t i, int64_t n) {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    if (dt == DataType::f32) {
-      const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
-      return _mm256_maskload_ps(static_cast<const float*>(base) + i, m);
+    switch (dt) {
+      case DataType::f16: return avx2::load_partial<DataType::f16>(base, i, n);
+      case DataType::bf16: return avx2::load_partial<DataType::bf16>(base, i, n);
+      default: return avx2::load_partial<DataType::f32>(base, i, n);
     }
-    // 16-bit: whole pairs through a masked 32-bit load, an odd last one alone.
-    const auto* h = static_cast<const uint16_t*>(base) + i;
-    const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(n / 2)), _mm_setr_epi32(0, 1, 2, 3));
-    __m128i v = _mm_maskload_epi32(reinterpret_cast<const int*>(h), m);
-    if (n & 1) {
-      alignas(16) uint16_t t[8];
-      _mm_store_si128(reinterpret_cast<__m128i*>(t), v);
-      t[n - 1] = h[n - 1];
-      v = _mm_load_si128(reinterpret_cast<const __m128i*>(t));
-    }
-    return dt == DataType::f16 ? avx2::f16x8_to_float(v) : avx2::bf16x8_to_float(v);
   }
 
   static R round_hf32(R v) { return avx2::round_to_hf32x8(v); }

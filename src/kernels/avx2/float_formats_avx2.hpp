@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "convbwd/convbwd.hpp"
+
 namespace convbwd::detail::avx2 {
 
 inline __m256 f16x8_to_float(__m128i h) { return _mm256_cvtph_ps(h); }
@@ -48,5 +50,30 @@ inline __m256 round_to_hf32x8(__m256 v) {
 
 // round_to_fp16 through F16C.
 inline __m256 round_to_fp16x8(__m256 v) { return f16x8_to_float(float_to_f16x8(v)); }
+
+// The first n (< 8) elements of dtype T (f32, bf16, f16) at base[i..] as
+// fp32, the other lanes +0; never touches memory past element i + n - 1.
+template <DataType T>
+inline __m256 load_partial(const void* base, int64_t i, int64_t n) {
+  if constexpr (T == DataType::f32) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_maskload_ps(static_cast<const float*>(base) + i, m);
+  } else {
+    // 16-bit: whole pairs through a masked 32-bit load, an odd last one alone.
+    const auto* h = static_cast<const uint16_t*>(base) + i;
+    const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(n / 2)), _mm_setr_epi32(0, 1, 2, 3));
+    __m128i v = _mm_maskload_epi32(reinterpret_cast<const int*>(h), m);
+    if (n & 1) {
+      alignas(16) uint16_t t[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(t), v);
+      t[n - 1] = h[n - 1];
+      v = _mm_load_si128(reinterpret_cast<const __m128i*>(t));
+    }
+    if constexpr (T == DataType::f16)
+      return f16x8_to_float(v);
+    else
+      return bf16x8_to_float(v);
+  }
+}
 
 }  // namespace convbwd::detail::avx2

@@ -73,10 +73,17 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
     return;
   }
   if (cs == 1) {
-    for (int64_t w = 0; w < nw; ++w)
+    // Rows of nc contiguous elements; a tail of 1 to 7 (the 6-pixel rows of
+    // the small-channel band copy) through masked loads and stores.
+    const __m256i tail_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nc - nc8)),
+                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t w = 0; w < nw; ++w) {
       for (int64_t c0 = 0; c0 < nc8; c0 += 8)
         _mm256_storeu_ps(dst + w * pitch + c0, round8<R>(load8<T>(src, s0 + w * ws + c0)));
-    if (nc8 < nc) to_channels_last_scalar(src, T, R, s0 + nc8, cs, ws, nc - nc8, nw, dst + nc8, pitch);
+      if (nc8 < nc)
+        _mm256_maskstore_ps(dst + w * pitch + nc8, tail_mask,
+                            round8<R>(avx2::load_partial<T>(src, s0 + w * ws + nc8, nc - nc8)));
+    }
     return;
   }
   to_channels_last_scalar(src, T, R, s0, cs, ws, nc, nw, dst, pitch);
