@@ -50,17 +50,25 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst, bool
   const int64_t col0 = blk * kNr;
   const int64_t ncols = std::min<int64_t>(kNr, cols() - col0);
   const int64_t nred = red();
+  // Element (reduced q, column j) is w[g*K + kk, cc] with (kk, cc) = (q,
+  // col0 + j) when transposed, else (col0 + j, q): one step per column and
+  // one per reduced index, hoisted so that the column loop is a plain
+  // (vectorizable) strided copy. With the choice made per element, packing a
+  // 2048 x 512 data-gradient weight was a tenth of the layer's time.
+  const int64_t col_step = transpose ? s1 : s0, red_step = transpose ? s0 : s1;
+  const int64_t first = v.offset + g * k * s0 + col0 * col_step;
   dispatch(v.dtype, rounding, [&]<DataType T, OperandRounding R>() {
     float* o = dst;
     for (int64_t r0 = 0; r0 < ks[0]; ++r0)
       for (int64_t r1 = 0; r1 < ks[1]; ++r1)
         for (int64_t r2 = 0; r2 < ks[2]; ++r2) {
-          const int64_t tap = v.offset + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
+          const int64_t tap = first + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
           for (int64_t q = 0; q < nred; ++q, o += kNr) {
-            for (int64_t j = 0; j < ncols; ++j) {
-              const int64_t kk = transpose ? q : col0 + j;
-              const int64_t cc = transpose ? col0 + j : q;
-              o[j] = round_operand<R>(load<T>(base, tap + (g * k + kk) * s0 + cc * s1));
+            const int64_t row = tap + q * red_step;
+            if (col_step == 1) {
+              for (int64_t j = 0; j < ncols; ++j) o[j] = round_operand<R>(load<T>(base, row + j));
+            } else {
+              for (int64_t j = 0; j < ncols; ++j) o[j] = round_operand<R>(load<T>(base, row + j * col_step));
             }
             for (int64_t j = ncols; j < kNr; ++j) o[j] = 0.0f;
             if (zero_nonfinite) detail::zero_nonfinite(o, ncols);

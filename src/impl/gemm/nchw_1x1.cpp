@@ -179,21 +179,7 @@ std::unique_ptr<OpKernel> plan_1x1(const OpSpec& op, const PlanContext& ctx, std
   }
   if (!supported(op, why)) return nullptr;
   const Geometry& g = op.geo;
-  int64_t pixels = 1;
-  for (int d = 0; d < g.spatial; ++d) {
-    if (g.ksize[d] != 1 || g.stride[d] != 1 || g.pad_before[d] != 0 || g.pad_after[d] != 0 ||
-        g.xsize[d] != g.ysize[d]) {
-      *why = "not a 1x1, stride-1, unpadded convolution";
-      return nullptr;
-    }
-    pixels *= g.xsize[d];
-  }
-  // Few pixels per image (the 7x7 layers): 16-pixel strips would be mostly
-  // tail; the gather path's tiles run across the batch instead.
-  if (pixels < 64) {
-    *why = "fewer than 64 pixels per image";
-    return nullptr;
-  }
+  if (!planar_1x1(g, why)) return nullptr;
   if (flat_pixel_stride(op.a, g.spatial) != 1) {
     *why = "the source pixels are not contiguous (channels-last input: the gather path reads it directly)";
     return nullptr;

@@ -177,19 +177,7 @@ const Implementation kGemm1x1BwdWeightsImpl = {
       }
       if (!gemm::supported(op, why)) return nullptr;
       const Geometry& g = op.geo;
-      int64_t pixels = 1;
-      for (int d = 0; d < g.spatial; ++d) {
-        if (g.ksize[d] != 1 || g.stride[d] != 1 || g.pad_before[d] != 0 || g.pad_after[d] != 0 ||
-            g.xsize[d] != g.ysize[d]) {
-          *why = "not a 1x1, stride-1, unpadded convolution";
-          return nullptr;
-        }
-        pixels *= g.xsize[d];
-      }
-      if (pixels < 64) {
-        *why = "fewer than 64 pixels per image";
-        return nullptr;
-      }
+      if (!gemm::planar_1x1(g, why)) return nullptr;
       if (!gemm::contiguous_pixels(op.a, g.spatial) || !gemm::contiguous_pixels(op.b, g.spatial)) {
         *why = "the pixels of dy or x are not contiguous (channels-last: the blocked-copy path reads them)";
         return nullptr;
