@@ -195,7 +195,10 @@ struct VecAvx2 {
 
   // Rounds n fp32 values once into dt, stored contiguously at base[off..).
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
-    store_row_avx2(in, n, base, dt, off, 1);
+    if (dt == DataType::f32)
+      std::memcpy(static_cast<float*>(base) + off, in, static_cast<size_t>(n) * sizeof(float));
+    else
+      store_row_avx2(in, n, base, dt, off, 1);
   }
 };
 
