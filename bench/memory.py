@@ -19,7 +19,6 @@ Issue 4's target: ours at most PyTorch's on every row.
 """
 import argparse
 import os
-import re
 import subprocess
 import sys
 
@@ -82,10 +81,7 @@ def measure(side, desc, build, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", action="append", help="suite file(s); default bench/suites/all.txt")
-    ap.add_argument("--filter", default="", help="regex on the row name or descriptor")
-    ap.add_argument("--dtype", default="", help="only these dtypes, comma-separated: fp32,bf16,fp16")
-    ap.add_argument("--threads", type=int, default=2, help="threads of both sides (default 2)")
+    harness.add_selection_args(ap)
     ap.add_argument("--build", default=os.path.join(harness.ROOT, "build"), help="build directory")
     ap.add_argument("--child", choices=("ours", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("descriptor", nargs="?", help=argparse.SUPPRESS)
@@ -96,11 +92,7 @@ def main():
         return 0
 
     wanted = {harness.DTYPE_ALIASES[d] for d in filter(None, args.dtype.split(","))}
-    rows = []
-    for s in args.suite or [os.path.join(harness.HERE, "suites", "all.txt")]:
-        rows += harness.read_suite(s)
-    pattern = re.compile(args.filter)
-    rows = [(n, d) for n, d in rows if pattern.search(n) or pattern.search(d)]
+    rows = harness.selected_rows(args)
     infos = harness.plan_info(build, args.threads, [d for _, d in rows])
     print(f"# MiB the call adds to the process's peak RSS (fresh process per side, {args.threads} threads)")
     print(f"{'layer':34} {'dtype':5} {'ours':>8} {'torch':>8} {'ours/torch':>10}")

@@ -338,6 +338,23 @@ def read_suite(path):
     return rows
 
 
+def add_selection_args(ap):
+    """The options that pick rows and threads (shared with bench/memory.py)."""
+    ap.add_argument("--suite", action="append", help="suite file(s); default bench/suites/all.txt")
+    ap.add_argument("--filter", default="", help="regex on the row name or descriptor")
+    ap.add_argument("--dtype", default="", help="only these dtypes, comma-separated: fp32,bf16,fp16")
+    ap.add_argument("--threads", type=int, default=2, help="threads of both sides (default 2)")
+
+
+def selected_rows(args):
+    """(name, descriptor) of the suite rows that --suite and --filter select."""
+    rows = []
+    for path in args.suite or [os.path.join(HERE, "suites", "all.txt")]:
+        rows += read_suite(path)
+    pattern = re.compile(args.filter)
+    return [(n, d) for n, d in rows if pattern.search(n) or pattern.search(d)]
+
+
 # --------------------------------------------------------------------------- main
 
 def fmt_ms(seconds):
@@ -346,10 +363,7 @@ def fmt_ms(seconds):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", action="append", help="suite file(s); default bench/suites/all.txt")
-    ap.add_argument("--filter", default="", help="regex on the row name or descriptor")
-    ap.add_argument("--dtype", default="", help="only these dtypes, comma-separated: fp32,bf16,fp16")
-    ap.add_argument("--threads", type=int, default=2, help="threads of both sides (default 2)")
+    add_selection_args(ap)
     ap.add_argument("--repeats", type=int, default=7, help="timed rounds per row (default 7)")
     ap.add_argument("--budget", type=float, default=30.0,
                     help="seconds a row may take: fewer rounds (at least 1) when the warm-up says it would exceed")
@@ -389,11 +403,7 @@ def main():
             sys.exit(f"bench/run.py: --dtype {d} is unknown; expected fp32, bf16 or fp16")
         wanted_dtypes.add(DTYPE_ALIASES[d])
 
-    rows = []
-    for s in args.suite or [os.path.join(HERE, "suites", "all.txt")]:
-        rows += read_suite(s)
-    pattern = re.compile(args.filter)
-    rows = [(n, d) for n, d in rows if pattern.search(n) or pattern.search(d)]
+    rows = selected_rows(args)
     if args.split:
         rows = [r for n, d in rows for r in ((n, d), (n + ".dgrad", d + "_mask100"), (n + ".wgrad", d + "_mask010"))]
     infos = plan_info(build, args.threads, [d for _, d in rows])
