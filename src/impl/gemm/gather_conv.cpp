@@ -189,7 +189,9 @@ class GatherConvKernel final : public OpKernel {
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
     image_floats_ = round_up(groups_ * src_.image_floats(), kAlignFloats);
     const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
-    batch_ = batch_limit(n_, budget, weights_floats_, image_floats_);
+    int64_t pixels_per_image = 0;
+    for (const Phase& ph : phases_) pixels_per_image += ph.pixels;
+    batch_ = batch_limit(n_, budget, weights_floats_, image_floats_, pixels_per_image);
     if (batch_ < 1) {
       *why = "one image's channels-last copy does not fit the workspace budget";
       ok_ = false;

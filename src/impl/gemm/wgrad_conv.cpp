@@ -72,7 +72,7 @@ class WgradKernel final : public OpKernel {
     // last tile's first channel, which may run past the last pixel.
     image_floats_ = round_up(groups_ * (dy_.image_floats() + x_.image_floats()), kAlignFloats);
     const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
-    batch_ = batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_);
+    batch_ = batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels());
     if (batch_ < 1) {
       *why = "one image's channels-last copies do not fit the workspace budget";
       ok_ = false;
