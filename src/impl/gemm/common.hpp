@@ -97,16 +97,19 @@ inline bool planar_1x1(const Geometry& g, std::string* why) {
 }
 
 // Images per batch of channels-last copies: enough for kBatchPixels pixels
-// of work, so that a batch still splits into many tasks, and no more: the
-// copies are most of a call's memory (copying the whole batch at once made
-// a transposed UNet layer's peak RSS 2.4x PyTorch's). Within the budget, and
-// capped by CONVBWD_GEMM_MAX_BATCH (read at plan time), with which the tests
-// drive the several-batches path on small problems.
+// of work, so that a batch still splits into many tasks, but no more than
+// kBatchFloats of copies (one image at least): the copies are most of a
+// call's memory, and copying the whole batch at once made a transposed UNet
+// layer's peak RSS 2.4x PyTorch's. Within the budget, and capped by
+// CONVBWD_GEMM_MAX_BATCH (read at plan time), with which the tests drive the
+// several-batches path on small problems.
 constexpr int64_t kBatchPixels = 4096;
+constexpr int64_t kBatchFloats = int64_t{1} << 20;  // 4 MiB
 inline int64_t batch_limit(int64_t n, int64_t budget_floats, int64_t fixed_floats, int64_t per_image_floats,
                            int64_t pixels_per_image) {
   int64_t b = std::min<int64_t>(n, (budget_floats - fixed_floats) / per_image_floats);
-  b = std::min(b, std::max<int64_t>(1, ceil_div(kBatchPixels, std::max<int64_t>(pixels_per_image, 1))));
+  const int64_t for_work = ceil_div(kBatchPixels, std::max<int64_t>(pixels_per_image, 1));
+  b = std::min(b, std::max<int64_t>(1, std::min(for_work, kBatchFloats / per_image_floats)));
   if (const char* e = std::getenv("CONVBWD_GEMM_MAX_BATCH")) {
     const long long v = std::atoll(e);
     if (v > 0) b = std::min<int64_t>(b, v);
