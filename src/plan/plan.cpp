@@ -145,7 +145,8 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
   // scanned at most once per execute (-1: not yet). See nonfinite.hpp.
   int nonfinite[3] = {-1, -1, -1};
   auto scan = [&](int tensor, const void* ptr, const detail::View& v) {
-    if (nonfinite[tensor] < 0) nonfinite[tensor] = detail::has_nonfinite(ptr, v, sp.rounding) ? 1 : 0;
+    if (nonfinite[tensor] < 0)
+      nonfinite[tensor] = detail::has_nonfinite(ptr, v, sp.rounding, &pool, s_->threads) ? 1 : 0;
     return nonfinite[tensor] == 1;
   };
   for (int i = 0; i < 3; ++i) {

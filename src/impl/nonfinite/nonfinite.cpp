@@ -1,6 +1,7 @@
 #include "impl/nonfinite/nonfinite.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -144,7 +145,7 @@ enum class Role { x, y, w };
 
 }  // namespace
 
-bool has_nonfinite(const void* base, const View& v, OperandRounding rounding) {
+bool has_nonfinite(const void* base, const View& v, OperandRounding rounding, ThreadPool* pool, int threads) {
   if (v.empty()) return false;
   const float limit = overflow_limit(rounding);
   // A view whose elements fill a block of memory without holes, in any dim
@@ -168,7 +169,20 @@ bool has_nonfinite(const void* base, const View& v, OperandRounding rounding) {
       dense = ds[static_cast<size_t>(i)].first == expect;
       expect *= ds[static_cast<size_t>(i)].second;
     }
-    if (dense) return run_has_nonfinite(base, v.dtype, v.offset, 1, v.elements(), limit);
+    if (dense) {
+      const int64_t n = v.elements();
+      // Chunks of at least 64K elements (below that a hand-off costs more
+      // than the scan), four per thread against a busy neighbour.
+      const int64_t chunks = pool && threads > 1 ? std::min<int64_t>(4 * threads, n >> 16) : 1;
+      if (chunks <= 1) return run_has_nonfinite(base, v.dtype, v.offset, 1, n, limit);
+      std::atomic<bool> found{false};
+      pool->parallel_for(chunks, threads, [&](int64_t t, int) {
+        const int64_t lo = n * t / chunks, hi = n * (t + 1) / chunks;
+        if (!found.load(std::memory_order_relaxed) && run_has_nonfinite(base, v.dtype, v.offset + lo, 1, hi - lo, limit))
+          found.store(true, std::memory_order_relaxed);
+      });
+      return found.load();
+    }
   }
   // Otherwise runs along the dim of smallest stride, the others in any order.
   int inner = v.rank - 1;
