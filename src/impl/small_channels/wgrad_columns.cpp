@@ -62,8 +62,15 @@ class WgradKernel final : public OpKernel {
     acc_floats_ = round_up(tiles_ * kMr * kLanes, 16);
     // The dy copy is reserved even when dy is read in place: with NaN or Inf in
     // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
-    slot_floats_ = round_up(chunk_ * kLanes, 16) + round_up(k_ * chunk_, 16) + round_up(2 * kt_, 16) +
-                   (x_copy_ ? round_up(c_ * x_pixels_, 16) : 0);
+    slot_floats_ = round_up(chunk_ * kLanes, 16) + round_up(k_ * chunk_, 16) + round_up(2 * kt_, 16);
+    // The image copy is a speed-up, not a need: a long signal whose copy per
+    // thread would overflow the budget is read element by element instead.
+    const Checked with_copy =
+        (Checked(slot_floats_) + round_up(c_ * x_pixels_, 16)) * std::max(threads_, 1) + acc_floats_;
+    if (x_copy_ && with_copy.ok() && with_copy.value() * 4 <= workspace_budget(op))
+      slot_floats_ += round_up(c_ * x_pixels_, 16);
+    else
+      x_copy_ = false;
     const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + acc_floats_;
     if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
       *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
