@@ -93,6 +93,12 @@ TEST(ImplSmallChannels, Dtypes) {
   check_both("mb2ic3ih11iw13oc10kh3sh2ph1_dtf16");
   check_both("mb2ic1iw60oc9kw10sw5_dtf16:bf16:f32");
   check_both("mb2ic2ih7oc7kh3ph1_dtbf16:f32:f16");
+  // Narrow x read element by element rather than through the per-image fp32
+  // copy of the weight gradient: grouped layers, and x without flat planes.
+  check_both("mb2ic6ih7oc20kh3ph1g2_dtf16");
+  check_both("mb2ic12iw31oc9kw5sw2pw2g3_dtbf16");
+  check_both("mb2ic3ih9iw8oc10kh3sh2ph1_dtf16", Layout::channels_last, Layout::contiguous);
+  check_both("mb2ic3ih9iw8oc10kh3sh2ph1_math2", Layout::padded, Layout::contiguous);
 }
 TEST(ImplSmallChannels, OperandRounding) {
   check_both("mb2ic3ih9oc20kh3ph1_math1");
