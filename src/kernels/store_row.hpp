@@ -6,10 +6,21 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "convbwd/convbwd.hpp"
 
 namespace convbwd::detail {
+
+// fp32 rows need no rounding: a copy, inline in every caller (a call per
+// 16-float row made the planar 1x1 data gradient 1.3x slower).
+inline void store_row_f32(const float* src, int64_t n, float* p, int64_t stride) {
+  if (stride == 1) {
+    std::memcpy(p, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) p[j * stride] = src[j];
+}
 
 using StoreRow = void (*)(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);
 void store_row_scalar(const float*, int64_t, void*, DataType, int64_t, int64_t);

@@ -32,7 +32,6 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
 
 void dw_zero_nonfinite(float* p, int64_t n) { zero_nonfinite(p, n); }
 
-
 namespace {
 
 // Groups up to this many channels per side take the direct path; larger ones

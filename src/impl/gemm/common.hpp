@@ -13,7 +13,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "impl/gemm/microkernel.hpp"
@@ -165,22 +164,16 @@ struct WeightPack {
 
 // Stores rows x cols of an fp32 tile (row stride kNr) into a view:
 // element (i, j) goes to row_base[i] + j * col_stride, rounded once.
-// fp32 is stored here, inline: a call per 16-float row (through the ISA's
-// row store) made the planar 1x1 data gradient 1.3x slower. Narrow types go
-// through the row store, which converts eight at a time.
+// fp32 rows are copied inline (store_row_f32); narrow types go through the
+// ISA's row store, which converts eight at a time.
 inline void store_tile(StoreRow store, void* base, DataType dt, const float* tile, const int64_t* row_base, int rows,
                        int64_t col_stride, int cols) {
-  if (dt == DataType::f32) {
-    auto* p = static_cast<float*>(base);
-    for (int i = 0; i < rows; ++i) {
-      if (col_stride == 1)
-        std::memcpy(p + row_base[i], tile + i * kNr, static_cast<size_t>(cols) * sizeof(float));
-      else
-        for (int j = 0; j < cols; ++j) p[row_base[i] + j * col_stride] = tile[i * kNr + j];
-    }
-    return;
+  for (int i = 0; i < rows; ++i) {
+    if (dt == DataType::f32)
+      store_row_f32(tile + i * kNr, cols, static_cast<float*>(base) + row_base[i], col_stride);
+    else
+      store(tile + i * kNr, cols, base, dt, row_base[i], col_stride);
   }
-  for (int i = 0; i < rows; ++i) store(tile + i * kNr, cols, base, dt, row_base[i], col_stride);
 }
 
 // Kernels by ISA, chosen at plan time.
@@ -190,10 +183,9 @@ struct Kernels {
   StoreRow store;
 };
 inline Kernels kernels_for(Isa isa) {
-  if (isa >= Isa::avx2) return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2,
-                                     store_row_avx2};
-  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar,
-          store_row_scalar};
+  if (isa >= Isa::avx2)
+    return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2, store_row_avx2};
+  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar, store_row_scalar};
 }
 
 }  // namespace convbwd::detail::gemm

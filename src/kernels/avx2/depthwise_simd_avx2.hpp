@@ -196,7 +196,7 @@ struct VecAvx2 {
   // Rounds n fp32 values once into dt, stored contiguously at base[off..).
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
     if (dt == DataType::f32)
-      std::memcpy(static_cast<float*>(base) + off, in, static_cast<size_t>(n) * sizeof(float));
+      store_row_f32(in, n, static_cast<float*>(base) + off, 1);
     else
       store_row_avx2(in, n, base, dt, off, 1);
   }

@@ -1,6 +1,4 @@
 // Portable fp32 -> output dtype row store (see kernels/store_row.hpp).
-#include <cstring>
-
 #include "kernels/store_row.hpp"
 #include "numeric/float_formats.hpp"
 
@@ -8,15 +6,7 @@ namespace convbwd::detail {
 
 void store_row_scalar(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride) {
   switch (dt) {
-    case DataType::f32: {
-      auto* p = static_cast<float*>(base) + index;
-      if (stride == 1) {
-        std::memcpy(p, src, static_cast<size_t>(n) * sizeof(float));
-        return;
-      }
-      for (int64_t j = 0; j < n; ++j) p[j * stride] = src[j];
-      return;
-    }
+    case DataType::f32: store_row_f32(src, n, static_cast<float*>(base) + index, stride); return;
     case DataType::bf16: {
       auto* p = static_cast<uint16_t*>(base) + index;
       for (int64_t j = 0; j < n; ++j) p[j * stride] = float_to_bf16(src[j]);
