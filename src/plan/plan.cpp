@@ -179,8 +179,24 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
     bool na = false, nb = false;
     if (os.op != detail::Op::bias && !detail::is_8bit(os.a.dtype) && !detail::is_8bit(os.b.dtype) &&
         !detail::is_8bit(os.dst.dtype) && !op.every_tap_is_real) {
-      na = scan(ta, args.a, os.a);
-      nb = scan(tb, args.b, os.b);
+      if (op.kernel->reports_nonfinite()) {
+        // The kernel checks what it reads; the common case is done in one run.
+        detail::NonfiniteFound found;
+        args.found = &found;
+        op.kernel->run(args, pool);
+        args.found = nullptr;
+        if (!found.a && !found.b) continue;
+        // Elements it did not read reach no output through a real tap, so
+        // its answer is exact for this operation; only "found" says anything
+        // about the whole tensor, for the scans of later operations.
+        na = found.a;
+        nb = found.b;
+        if (na) nonfinite[ta] = 1;
+        if (nb) nonfinite[tb] = 1;
+      } else {
+        na = scan(ta, args.a, os.a);
+        nb = scan(tb, args.b, os.b);
+      }
     }
     args.zero_nonfinite = na || nb;
     op.kernel->run(args, pool);

@@ -54,13 +54,19 @@ struct DwClPlan {
   // task a thread takes next is most likely its current one + T, whose
   // planes it prefetches.
   int64_t ahead = 1;
+  // Check the fp32 copies of the operands for NaN and +-Inf (OpArgs::found);
+  // a task then returns which operands held any (kNonfiniteA, kNonfiniteB).
+  bool report_nonfinite = false;
   size_t scratch_floats = 0;  // per thread
   size_t off_in = 0, off_y = 0, off_w = 0, off_row = 0, off_tmp = 0, off_acc = 0, off_plane = 0, off_wtmp = 0;
 };
 
-void depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
-                              float* scratch);
-void depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
-                            float* scratch);
+// One task; scratch holds p.scratch_floats floats. Returns 0, or with
+// p.report_nonfinite the operands in which it read a NaN or +-Inf.
+constexpr unsigned kNonfiniteA = 1, kNonfiniteB = 2;
+unsigned depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                                  float* scratch);
+unsigned depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                                float* scratch);
 
 }  // namespace convbwd::detail

@@ -59,10 +59,27 @@ struct DwClKernel {
       store_row_scalar(in, count, base, v.dtype, off, v.sw);
   }
 
+  // Whether any of n floats is NaN or +-Inf: x * 0 is 0 for a finite x and
+  // NaN otherwise, and a NaN stays in a sum. Four sums hide the FMA latency;
+  // the copies it reads were just written, so this costs a pass over cache,
+  // not the pass over memory of execute's own scan.
+  static bool any_nonfinite(const float* p, int64_t n) {
+    const R zero = V::zero();
+    R acc[4] = {zero, zero, zero, zero};
+    int64_t i = 0;
+    for (; i + 4 * W <= n; i += 4 * W)
+      CONVBWD_DWCL_UNROLL for (int k = 0; k < 4; ++k) acc[k] = V::fma(V::load(p + i + k * W), zero, acc[k]);
+    for (; i + W <= n; i += W) acc[0] = V::fma(V::load(p + i), zero, acc[0]);
+    float sum = V::hsum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
+    for (; i < n; ++i) sum += p[i] * 0.0f;
+    return sum != sum;
+  }
+
   // The input plane of channels [ch0, ch0+nv) of image n into the padded
   // channels-last plane `out` (ld x lh x rw pixels of 8 floats). tmp holds 8
   // rows of srcw8 floats; rows nv.. are zero (the caller zeroes them once).
-  static void pack_plane(const DwClPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv,
+  // Returns whether it holds a NaN or +-Inf, if p.report_nonfinite asks.
+  static bool pack_plane(const DwClPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv,
                          float* out, float* tmp) {
     const int64_t row = p.rw * W;
     for (int64_t dp = 0; dp < p.ld; ++dp) {
@@ -84,6 +101,7 @@ struct DwClKernel {
         std::memset(o + (p.bw + p.srcw8) * W, 0, static_cast<size_t>((p.rw - p.bw - p.srcw8) * W) * sizeof(float));
       }
     }
+    return p.report_nonfinite && any_nonfinite(out, p.ld * p.lh * p.rw * W);
   }
 
   // Asks for the planes of channels [ch0, ch0+nv) of image n to be brought
@@ -148,10 +166,10 @@ struct DwClKernel {
 
   // Grouped weights of group g: wg[t][i][lane o] for input-side channel i
   // and output-side channel o (fwd: i = c, o = k; bwd_data: i = k, o = c).
-  static void pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* wt) {
+  static bool pack_wg(const DwClPlan& p, const void* base, int64_t g, float* out, float* wt) {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(out, 0, static_cast<size_t>(ks * p.cin * W) * sizeof(float));
-    load_wblock(p, base, g * p.kg, p.kg, wt);
+    const bool nonfinite = load_wblock(p, base, g * p.kg, p.kg, wt);
     const bool fw = p.op == Op::fwd;
     for (int64_t i = 0; i < p.cin; ++i)
       for (int64_t o = 0; o < p.cout; ++o) {
@@ -159,21 +177,24 @@ struct DwClKernel {
         const float* src = wt + (kk * p.cg + cc) * ks;
         for (int64_t t = 0; t < ks; ++t) out[(t * p.cin + i) * W + o] = src[t];
       }
+    return nonfinite;
   }
 
   // Weights of groups [ch0, ch0+nv) as wcl[t][lane], t the flattened tap.
-  static void pack_w(const DwClPlan& p, const void* base, int64_t ch0, int64_t nv, float* out, float* wt) {
+  static bool pack_w(const DwClPlan& p, const void* base, int64_t ch0, int64_t nv, float* out, float* wt) {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(out, 0, static_cast<size_t>(ks * W) * sizeof(float));
-    load_wblock(p, base, ch0, nv, wt);
+    const bool nonfinite = load_wblock(p, base, ch0, nv, wt);
     for (int64_t c = 0; c < nv; ++c)
       for (int64_t t = 0; t < ks; ++t) out[t * W + c] = wt[c * ks + t];
+    return nonfinite;
   }
 
   // Weights of out-channels [k0, k0+nk) as wt[(k*C + c)*ks + t], rounded: one
   // vector load of the block when the view is dense (the usual case), as a
-  // per-element path costs more than a small group's whole task.
-  static void load_wblock(const DwClPlan& p, const void* base, int64_t k0, int64_t nk, float* wt) {
+  // per-element path costs more than a small group's whole task. Returns
+  // whether they hold a NaN or +-Inf, if p.report_nonfinite asks.
+  static bool load_wblock(const DwClPlan& p, const void* base, int64_t k0, int64_t nk, float* wt) {
     const DwView& v = p.b;
     const int64_t ks = p.kd * p.kh * p.kw;
     if (p.w_dense) {
@@ -187,6 +208,7 @@ struct DwClKernel {
                                   p.kw, p.rounding, wt + ((k * p.cg + c) * p.kd + rd) * p.kh * p.kw + rh * p.kw);
     }
     if (v.zero_nonfinite) dw_zero_nonfinite(wt, nk * p.cg * ks);
+    return p.report_nonfinite && any_nonfinite(wt, nk * p.cg * ks);
   }
 
   // A channels-last row of `count` pixels back to NCHW: row r of each
@@ -248,7 +270,7 @@ struct DwClKernel {
     CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * W, acc[j]);
   }
 
-  static void fwd(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+  static unsigned fwd(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
     const int64_t n = task / p.blocks, bk = task % p.blocks;
     const Chans ch = chans(p, bk);
     float* in = s + p.off_in;
@@ -256,11 +278,9 @@ struct DwClKernel {
     float* orow = s + p.off_row;
     float* tmp = s + p.off_tmp;
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
-    pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
-    if (p.grouped)
-      pack_wg(p, b, bk, w, s + p.off_wtmp);
-    else
-      pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
+    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp) ? kNonfiniteA : 0;
+    if (p.grouped ? pack_wg(p, b, bk, w, s + p.off_wtmp) : pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp))
+      nonfinite |= kNonfiniteB;
     const int64_t ks = p.kd * p.kh * p.kw, row = p.rw * W, step = p.sw * W;
     const int64_t* toff = p.toff.data();
     const int64_t ci = p.cin;
@@ -286,6 +306,7 @@ struct DwClKernel {
                    tmp, od * p.yh + oh, s + p.off_plane);
       }
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.yd * p.yh * p.yw);
+    return nonfinite;
   }
 
   // ---- bwd_data: dx[i] = sum over taps r with (i + p - r*d) % s == 0 of
@@ -334,7 +355,7 @@ struct DwClKernel {
     CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * ostep, acc[j]);
   }
 
-  static void bwd_data(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+  static unsigned bwd_data(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
     const int64_t n = task / p.blocks, bk = task % p.blocks;
     const Chans ch = chans(p, bk);
     float* in = s + p.off_in;
@@ -342,11 +363,9 @@ struct DwClKernel {
     float* xrow = s + p.off_row;
     float* tmp = s + p.off_tmp;
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
-    pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp);
-    if (p.grouped)
-      pack_wg(p, b, bk, w, s + p.off_wtmp);
-    else
-      pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
+    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp) ? kNonfiniteA : 0;
+    if (p.grouped ? pack_wg(p, b, bk, w, s + p.off_wtmp) : pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp))
+      nonfinite |= kNonfiniteB;
     const int64_t ci = p.cin;
     const int64_t row = p.rw * W, ostep = p.sw * W;
     RowTap rt[kDwMaxRowTaps];
@@ -393,6 +412,7 @@ struct DwClKernel {
                    tmp, id * p.xh + ih, s + p.off_plane);
       }
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
+    return nonfinite;
   }
 
   // gradWeight passes over an image's dy rows in chunks, and between chunks
@@ -436,7 +456,7 @@ struct DwClKernel {
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
   }
 
-  static void bwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+  static unsigned bwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
     const int64_t ch0 = task * W;
     const int64_t nv = std::min<int64_t>(W, p.groups - ch0);
     float* xbuf = s + p.off_in;
@@ -446,9 +466,10 @@ struct DwClKernel {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(acc, 0, static_cast<size_t>(ks * W) * sizeof(float));
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
+    unsigned nonfinite = 0;
     for (int64_t n = 0; n < p.n; ++n) {
-      pack_plane(p, b, p.b, n, ch0, nv, xbuf, tmp);
-      pack_dy(p, a, n, ch0, nv, ybuf, tmp);
+      if (pack_plane(p, b, p.b, n, ch0, nv, xbuf, tmp)) nonfinite |= kNonfiniteB;
+      if (pack_dy(p, a, n, ch0, nv, ybuf, tmp)) nonfinite |= kNonfiniteA;
       const int64_t rows = p.yd * p.yh;
       for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
         const int64_t r1 = std::min(rows, r0 + kRowChunk);
@@ -478,6 +499,7 @@ struct DwClKernel {
           for (int64_t r = 0; r < p.kw; ++r) vals[r] = acc[(t0 + r) * W + c];
           store_row(vals, p.kw, dst, v, v.off + (ch0 + c) * v.sn + rd * v.sd + rh * v.sh);
         }
+    return nonfinite;
   }
 
   // ---- grouped bwd_weights: dw[k][c][t] = sum_{n, o} dy[o][k] x[o*s + t][c]
@@ -520,7 +542,7 @@ struct DwClKernel {
     }
   }
 
-  static void gbwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t g, float* s) {
+  static unsigned gbwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t g, float* s) {
     float* xbuf = s + p.off_in;
     float* ybuf = s + p.off_y;
     float* acc = s + p.off_acc;
@@ -528,9 +550,10 @@ struct DwClKernel {
     const int64_t ks = p.kd * p.kh * p.kw;
     std::memset(acc, 0, static_cast<size_t>(ks * p.kg * W) * sizeof(float));
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
+    unsigned nonfinite = 0;
     for (int64_t n = 0; n < p.n; ++n) {
-      pack_plane(p, b, p.b, n, g * p.cg, p.cg, xbuf, tmp);
-      pack_dy(p, a, n, g * p.kg, p.kg, ybuf, tmp);
+      if (pack_plane(p, b, p.b, n, g * p.cg, p.cg, xbuf, tmp)) nonfinite |= kNonfiniteB;
+      if (pack_dy(p, a, n, g * p.kg, p.kg, ybuf, tmp)) nonfinite |= kNonfiniteA;
       const int64_t rows = p.yd * p.yh;
       for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
         const int64_t r1 = std::min(rows, r0 + kRowChunk);
@@ -561,10 +584,12 @@ struct DwClKernel {
             for (int64_t r = 0; r < p.kw; ++r) vals[r] = acc[((t0 + r) * p.kg + k) * W + c];
             store_row(vals, p.kw, dst, v, v.off + (g * p.kg + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh);
           }
+    return nonfinite;
   }
 
   // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw8][lane], unpadded.
-  static void pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out,
+  // Returns whether they hold a NaN or +-Inf, if p.report_nonfinite asks.
+  static bool pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out,
                       float* tmp) {
     const DwView& v = p.a;
     for (int64_t od = 0; od < p.yd; ++od)
@@ -576,20 +601,17 @@ struct DwClKernel {
         float* o = out + (od * p.yh + oh) * p.yw8 * W;
         for (int64_t j = 0; j < p.yw8; j += W) V::transpose8(tmp + j, p.yw8, o + j * W, W);
       }
+    return p.report_nonfinite && any_nonfinite(out, p.yd * p.yh * p.yw8 * W);
   }
 
-  static void task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {
+  static unsigned task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {
     switch (p.op) {
-      case Op::fwd: fwd(p, a, b, dst, t, s); return;
-      case Op::bwd_data: bwd_data(p, a, b, dst, t, s); return;
-      case Op::bwd_weights:
-        if (p.grouped)
-          gbwd_weights(p, a, b, dst, t, s);
-        else
-          bwd_weights(p, a, b, dst, t, s);
-        return;
-      case Op::bias: return;
+      case Op::fwd: return fwd(p, a, b, dst, t, s);
+      case Op::bwd_data: return bwd_data(p, a, b, dst, t, s);
+      case Op::bwd_weights: return p.grouped ? gbwd_weights(p, a, b, dst, t, s) : bwd_weights(p, a, b, dst, t, s);
+      case Op::bias: return 0;
     }
+    return 0;
   }
 };
 

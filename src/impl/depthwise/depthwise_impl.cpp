@@ -3,6 +3,7 @@
 // has nothing to block over. Planning sizes the per-thread scratch and picks
 // the ISA's kernel; the kernels live in depthwise_kernel.hpp.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -243,29 +244,42 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   return std::make_unique<DepthwiseKernel>(p, fn, threads);
 }
 
-using ClTaskFn = void (*)(const DwClPlan&, const void*, const void*, void*, int64_t, float*);
+using ClTaskFn = unsigned (*)(const DwClPlan&, const void*, const void*, void*, int64_t, float*);
 
 class DepthwiseClKernel final : public OpKernel {
  public:
   DepthwiseClKernel(DwClPlan p, ClTaskFn fn, int threads) : p_(std::move(p)), fn_(fn), threads_(threads) {
-    // The NaN/Inf variant is built here, so that execute copies nothing (the
-    // plan holds vectors: a copy would allocate).
+    // The variants are built here, so that execute copies nothing (the plan
+    // holds vectors: a copy would allocate).
     p_nonfinite_ = p_;
     p_nonfinite_.a.zero_nonfinite = p_nonfinite_.b.zero_nonfinite = true;
+    p_report_ = p_;
+    p_report_.report_nonfinite = true;
   }
   size_t workspace_bytes() const override {
     return p_.scratch_floats * sizeof(float) * static_cast<size_t>(threads_);
   }
+  // Every task checks the fp32 planes it packs (any_nonfinite), in cache.
+  bool reports_nonfinite() const override { return true; }
   void run(const OpArgs& args, ThreadPool& pool) const override {
     auto* ws = reinterpret_cast<float*>(args.workspace);
-    const DwClPlan& p = args.zero_nonfinite ? p_nonfinite_ : p_;
+    const DwClPlan& p = args.zero_nonfinite ? p_nonfinite_ : args.found ? p_report_ : p_;
+    // An OR of the tasks' answers: the same whatever the schedule.
+    std::atomic<unsigned> found{0};
     pool.parallel_for(p_.tasks, threads_, [&](int64_t t, int th) {
-      fn_(p, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
+      const unsigned f = fn_(p, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
+      if (f != 0) found.fetch_or(f, std::memory_order_relaxed);
     });
+    if (args.found) {
+      args.found->a = (found.load() & kNonfiniteA) != 0;
+      args.found->b = (found.load() & kNonfiniteB) != 0;
+    }
   }
 
  private:
-  DwClPlan p_, p_nonfinite_;  // the second reads NaN and +-Inf as 0 (OpArgs::zero_nonfinite)
+  // p_nonfinite_ reads NaN and +-Inf as 0 (OpArgs::zero_nonfinite);
+  // p_report_ checks for them (OpArgs::found).
+  DwClPlan p_, p_nonfinite_, p_report_;
   ClTaskFn fn_;
   int threads_;
 };

@@ -9,9 +9,9 @@ void depthwise_task_avx2(const DwPlan& p, const void* a, const void* b, void* ds
   DwKernel<VecAvx2>::task(p, a, b, dst, task, scratch);
 }
 
-void depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
-                            float* scratch) {
-  DwClKernel<VecAvx2>::task(p, a, b, dst, task, scratch);
+unsigned depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                                float* scratch) {
+  return DwClKernel<VecAvx2>::task(p, a, b, dst, task, scratch);
 }
 
 }  // namespace convbwd::detail

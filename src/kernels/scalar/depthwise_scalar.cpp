@@ -9,9 +9,9 @@ void depthwise_task_scalar(const DwPlan& p, const void* a, const void* b, void* 
   DwKernel<VecScalar>::task(p, a, b, dst, task, scratch);
 }
 
-void depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
-                            float* scratch) {
-  DwClKernel<VecScalar>::task(p, a, b, dst, task, scratch);
+unsigned depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
+                                  float* scratch) {
+  return DwClKernel<VecScalar>::task(p, a, b, dst, task, scratch);
 }
 
 }  // namespace convbwd::detail
