@@ -355,6 +355,71 @@ struct DwClKernel {
     CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * ostep, acc[j]);
   }
 
+  // A phase's width taps whose dy columns are consecutive (shift[u] =
+  // shift[0] - u: width dilation 1), NT of them, for MB dx columns m0..:
+  // each dy column of the window is loaded (depthwise) or broadcast
+  // (grouped) once and feeds every tap that reads it, instead of once per
+  // tap. The grouped kernel was bound by those loads (one broadcast per FMA);
+  // here 3 taps x 8 columns take 10 broadcasts and 3 weight loads per 24 FMAs.
+  template <bool Grouped, int MB, int NT>
+  static void bwd_data_run_cols(const float* ybuf, const float* w, const RowTap* rt, int64_t nrt,
+                                const int64_t* taps, int64_t shift0, int64_t cin, int64_t m0, float* out,
+                                int64_t ostep) {
+    constexpr int kCols = MB + NT - 1;  // dy columns the MB outputs read
+    R acc[MB];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) acc[j] = V::zero();
+    for (int64_t t = 0; t < nrt; ++t) {
+      // Column e of the window is dy column m0 + shift0 - (NT - 1) + e; it
+      // meets tap u at output j = e - (NT - 1) + u.
+      const float* y = ybuf + rt[t].y + (m0 + shift0 - (NT - 1)) * W;
+      for (int64_t i = 0; i < cin; ++i) {
+        R wv[NT];
+        CONVBWD_DWCL_UNROLL for (int u = 0; u < NT; ++u) wv[u] = V::load(w + ((rt[t].w + taps[u]) * cin + i) * W);
+        CONVBWD_DWCL_UNROLL for (int e = 0; e < kCols; ++e) {
+          const R yv = Grouped ? V::bcast(y + e * W + i) : V::load(y + e * W);
+          CONVBWD_DWCL_UNROLL for (int u = 0; u < NT; ++u) {
+            const int j = e - (NT - 1) + u;
+            if (j >= 0 && j < MB) acc[j] = V::fma(wv[u], yv, acc[j]);
+          }
+        }
+      }
+    }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) V::store(out + j * ostep, acc[j]);
+  }
+
+  // The cnt columns of one such phase, 8 at a time, then the tail.
+  template <bool Grouped, int NT>
+  static void bwd_data_run(const float* ybuf, const float* w, const RowTap* rt, int64_t nrt, const int64_t* taps,
+                           int64_t shift0, int64_t cin, int64_t lo, int64_t cnt, float* out, int64_t ostep) {
+    int64_t m = 0;
+#define CONVBWD_DWCL_R(MB) \
+  bwd_data_run_cols<Grouped, MB, NT>(ybuf, w, rt, nrt, taps, shift0, cin, lo + m, out + m * ostep, ostep)
+    for (; m + 8 <= cnt; m += 8) CONVBWD_DWCL_R(8);
+    if (m + 4 <= cnt) CONVBWD_DWCL_R(4), m += 4;
+    if (m + 2 <= cnt) CONVBWD_DWCL_R(2), m += 2;
+    if (m < cnt) CONVBWD_DWCL_R(1);
+#undef CONVBWD_DWCL_R
+  }
+
+  // Whether a phase's taps suit bwd_data_run (and how many there are).
+  static bool consecutive_taps(const int64_t* shift, int64_t nt) {
+    if (nt < 1 || nt > 3) return false;
+    for (int64_t u = 1; u < nt; ++u)
+      if (shift[u] != shift[0] - u) return false;
+    return true;
+  }
+
+  template <bool Grouped>
+  static void bwd_data_run_any(int64_t nt, const float* ybuf, const float* w, const RowTap* rt, int64_t nrt,
+                               const int64_t* taps, int64_t shift0, int64_t cin, int64_t lo, int64_t cnt, float* out,
+                               int64_t ostep) {
+    switch (nt) {
+      case 1: bwd_data_run<Grouped, 1>(ybuf, w, rt, nrt, taps, shift0, cin, lo, cnt, out, ostep); return;
+      case 2: bwd_data_run<Grouped, 2>(ybuf, w, rt, nrt, taps, shift0, cin, lo, cnt, out, ostep); return;
+      default: bwd_data_run<Grouped, 3>(ybuf, w, rt, nrt, taps, shift0, cin, lo, cnt, out, ostep); return;
+    }
+  }
+
   static unsigned bwd_data(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
     const int64_t n = task / p.blocks, bk = task % p.blocks;
     const Chans ch = chans(p, bk);
@@ -391,6 +456,13 @@ struct DwClKernel {
           const int64_t* shift = p.phase_shift.data() + tb;
           // dx column of phase column m: m*sw + q - pw.
           float* out = xrow + ((lo * p.sw + q - p.pw) * W);
+          if (consecutive_taps(shift, nt)) {
+            if (p.grouped)
+              bwd_data_run_any<true>(nt, in, w, rt, nrt, taps, shift[0], ci, lo, cnt, out, ostep);
+            else
+              bwd_data_run_any<false>(nt, in, w, rt, nrt, taps, shift[0], 1, lo, cnt, out, ostep);
+            continue;
+          }
           int64_t m = 0;
           if (p.grouped) {
 #define CONVBWD_DWCL_G(MB) gbwd_data_cols<MB>(in, w, rt, nrt, taps, shift, nt, ci, lo + m, out + m * ostep, ostep)
