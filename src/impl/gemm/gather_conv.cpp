@@ -197,6 +197,15 @@ class GatherConvKernel final : public OpKernel {
       ok_ = false;
       return;
     }
+    // At least four tasks per thread where the tiles allow: with one or two
+    // per thread the last task decides the time (the 7x7 2048->512 data
+    // gradient made 2 tasks, of 42 and 24 tiles, for 2 threads). Which task
+    // computes a tile does not change its sums, so neither do the bits.
+    int64_t batch_tiles = 0;
+    for (const Phase& ph : phases_) batch_tiles += ceil_div(batch_ * ph.pixels, kMr);
+    const int64_t min_tasks = 4 * static_cast<int64_t>(threads_);
+    if (threads_ > 1 && ceil_div(batch_tiles, tile_group_) < min_tasks)
+      tile_group_ = std::clamp<int64_t>(ceil_div(batch_tiles, min_tasks), kMinBalancedTileGroup, tile_group_);
     // Running task counts per phase for the two batch sizes run() uses, so a
     // task finds its phase by binary search: a large stride makes thousands
     // of one-pixel phases, and a linear walk per task was quadratic (a
@@ -358,6 +367,9 @@ class GatherConvKernel final : public OpKernel {
   }
 
   static constexpr int64_t kMaxTileGroup = 64;
+  // Fewest tiles per task when balancing threads: every task streams all
+  // weight blocks, and 24 pixels per pass still outpace that stream.
+  static constexpr int64_t kMinBalancedTileGroup = 4;
   static constexpr int64_t kMaxReductionChunks = int64_t{1} << 16;
 
   OpSpec op_;
