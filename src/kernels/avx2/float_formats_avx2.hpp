@@ -76,4 +76,21 @@ inline __m256 load_partial(const void* base, int64_t i, int64_t n) {
   }
 }
 
+// Stores the first n (0 to 7) lanes of v at p, 4, 2 and 1 at a time: nothing
+// past them is touched, and no vmaskmovps, which AMD cores take slowly.
+inline void store_partial(float* p, __m256 v, int64_t n) {
+  __m128 h = _mm256_castps256_ps128(v);
+  if (n & 4) {
+    _mm_storeu_ps(p, h);
+    h = _mm256_extractf128_ps(v, 1);
+    p += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), h);
+    h = _mm_movehl_ps(h, h);
+    p += 2;
+  }
+  if (n & 1) _mm_store_ss(p, h);
+}
+
 }  // namespace convbwd::detail::avx2

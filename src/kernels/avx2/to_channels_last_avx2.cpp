@@ -44,8 +44,6 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
     // rows and stores only its own lanes.
     for (int64_t c0 = 0; c0 < nc; c0 += 8) {
       const int64_t cn = std::min<int64_t>(8, nc - c0);
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cn)), lane);
       const int64_t s = s0 + c0 * cs;
       for (int64_t w0 = 0; w0 < nw8; w0 += 8) {
         __m256 r[8];
@@ -66,7 +64,7 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
         if (cn == 8)
           for (int w = 0; w < 8; ++w) _mm256_storeu_ps(o + w * pitch, px[w]);
         else
-          for (int w = 0; w < 8; ++w) _mm256_maskstore_ps(o + w * pitch, mask, px[w]);
+          for (int w = 0; w < 8; ++w) avx2::store_partial(o + w * pitch, px[w], cn);
       }
     }
     if (nw8 < nw) to_channels_last_scalar(src, T, R, s0 + nw8, cs, ws, nc, nw - nw8, dst + nw8 * pitch, pitch);
@@ -75,14 +73,14 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
   if (cs == 1) {
     // Rows of nc contiguous elements; a tail of 1 to 7 (the 6-pixel rows of
     // the small-channel band copy) through masked loads and stores.
-    const __m256i tail_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nc - nc8)),
-                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (int64_t w = 0; w < nw; ++w) {
       for (int64_t c0 = 0; c0 < nc8; c0 += 8)
         _mm256_storeu_ps(dst + w * pitch + c0, round8<R>(load8<T>(src, s0 + w * ws + c0)));
+      // store_partial, not vmaskmovps: this row store runs once per 6
+      // pixels of the small-channel band copy.
       if (nc8 < nc)
-        _mm256_maskstore_ps(dst + w * pitch + nc8, tail_mask,
-                            round8<R>(avx2::load_partial<T>(src, s0 + w * ws + nc8, nc - nc8)));
+        avx2::store_partial(dst + w * pitch + nc8,
+                            round8<R>(avx2::load_partial<T>(src, s0 + w * ws + nc8, nc - nc8)), nc - nc8);
     }
     return;
   }
