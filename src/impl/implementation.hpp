@@ -16,9 +16,8 @@ namespace convbwd::detail {
 
 class ThreadPool;
 
-// What a kernel that OpKernel::reports_nonfinite() found while it read its
-// operands: whether an element of a, or of b, was NaN or +-Inf after operand
-// rounding.
+// What a NonfiniteMode::report kernel found while it read its operands:
+// whether an element of a, or of b, was NaN or +-Inf after operand rounding.
 struct NonfiniteFound {
   bool a = false;
   bool b = false;
@@ -37,9 +36,26 @@ struct OpArgs {
   // zero-filled padding must honour it; one that skips missing taps the way
   // the reference does may ignore it.
   bool zero_nonfinite = false;
-  // Set (with zero_nonfinite false) only for a kernel that
-  // reports_nonfinite(): run() fills it in for the elements it read.
+  // Set (with zero_nonfinite false) only for a NonfiniteMode::report
+  // kernel: run() fills it in for the elements it read.
   NonfiniteFound* found = nullptr;
+};
+
+// What execute does about NaN and +-Inf for a kernel:
+enum class NonfiniteMode {
+  // Scans the operands first (a whole extra read of each) and, if it finds
+  // any, runs the kernel with zero_nonfinite and then the event pass.
+  scan,
+  // Runs the kernel with OpArgs::found: the kernel checks its own fp32 copies
+  // of the operands as it makes them, in cache, and execute runs it again
+  // with zero_nonfinite only when it found something. Such a kernel writes
+  // every element of dst on each run, so the second run leaves nothing of
+  // the first. (The scan was 15% of a depthwise layer, bound by memory.)
+  report,
+  // Nothing: the kernel sums exactly the reference's products, never one
+  // with a zero that stands for padding, so IEEE arithmetic already gives
+  // the reference's NaN and Inf.
+  native,
 };
 
 struct PlanContext {
@@ -55,14 +71,9 @@ class OpKernel {
   virtual ~OpKernel() = default;
   virtual size_t workspace_bytes() const { return 0; }
   virtual void run(const OpArgs&, ThreadPool&) const = 0;
-  // Whether run() can check its own fp32 copies of the operands for NaN and
-  // +-Inf as it makes them (OpArgs::found). Execute then skips its separate
-  // scan, a whole extra read of each operand (15% of a depthwise layer, which
-  // is bound by memory), and runs the kernel a second time, with
-  // zero_nonfinite, only when something was found. Such a kernel must write
-  // every element of dst on each run, so that the second run leaves nothing
-  // of the first.
-  virtual bool reports_nonfinite() const { return false; }
+  // How run() meets NaN and +-Inf in its operands (see
+  // src/impl/nonfinite/nonfinite.hpp for the one semantics every path keeps).
+  virtual NonfiniteMode nonfinite_mode() const { return NonfiniteMode::scan; }
 };
 
 struct Implementation {

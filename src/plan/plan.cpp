@@ -178,8 +178,9 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
     const detail::OpSpec& os = op.spec;
     bool na = false, nb = false;
     if (os.op != detail::Op::bias && !detail::is_8bit(os.a.dtype) && !detail::is_8bit(os.b.dtype) &&
-        !detail::is_8bit(os.dst.dtype) && !op.every_tap_is_real) {
-      if (op.kernel->reports_nonfinite()) {
+        !detail::is_8bit(os.dst.dtype) && !op.every_tap_is_real &&
+        op.kernel->nonfinite_mode() != detail::NonfiniteMode::native) {
+      if (op.kernel->nonfinite_mode() == detail::NonfiniteMode::report) {
         // The kernel checks what it reads; the common case is done in one run.
         detail::NonfiniteFound found;
         args.found = &found;

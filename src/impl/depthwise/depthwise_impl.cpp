@@ -260,7 +260,7 @@ class DepthwiseClKernel final : public OpKernel {
     return p_.scratch_floats * sizeof(float) * static_cast<size_t>(threads_);
   }
   // Every task checks the fp32 planes it packs (any_nonfinite), in cache.
-  bool reports_nonfinite() const override { return true; }
+  NonfiniteMode nonfinite_mode() const override { return NonfiniteMode::report; }
   void run(const OpArgs& args, ThreadPool& pool) const override {
     auto* ws = reinterpret_cast<float*>(args.workspace);
     const DwClPlan& p = args.zero_nonfinite ? p_nonfinite_ : args.found ? p_report_ : p_;
