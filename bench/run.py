@@ -522,6 +522,7 @@ def main():
         if per_round * rounds > args.budget:
             rounds = max(1, int(args.budget / max(per_round, 1e-9)))
         ours_t, plan_t, torch_t, one_t = [], [], [], []
+        ws_bytes = 0  # of the N-thread plan (the 1-thread plan of --scaling needs less)
         for r in range(rounds):
             order = ("ours", "torch") if r % 2 == 0 else ("torch", "ours")
             if args.scaling:
@@ -543,6 +544,7 @@ def main():
                     t2 = time.perf_counter()
                     ours_t.append(t2 - t0)
                     plan_t.append(t1 - t0)
+                    ws_bytes = call.ws_bytes
                 elif torch_ok:
                     t0 = time.perf_counter()
                     res = torch_call(torch, info, tgo, tx, tw)
@@ -567,7 +569,7 @@ def main():
         row.update(ours_ms=ours_med * 1e3, ours_min_ms=ours_min * 1e3, gflops=gflops,
                    pct_peak=100 * gflops / peak_g, pct_bound=100 * max(t_flop, t_mem) / ours_med,
                    bound="M" if t_mem > t_flop else "F", plan_us=statistics.median(plan_t) * 1e6,
-                   ws_mib=call.ws_bytes / 2 ** 20, err=errs[0], err_torch=errs[1], rounds=rounds,
+                   ws_mib=ws_bytes / 2 ** 20, err=errs[0], err_torch=errs[1], rounds=rounds,
                    torch_ok=torch_ok, torch_why=torch_why,
                    scaling=statistics.median(one_t) / ours_med if one_t else None)
         if torch_ok:
