@@ -6,6 +6,14 @@
 
 namespace convbwd::detail::gemm {
 
+void ImageCopy::finish_rows(float* o, int64_t pixels, int64_t nc, bool zero_nonfinite) const {
+  // After the conversion, so that values the operand rounding overflowed count too.
+  if (zero_nonfinite)
+    for (int64_t w = 0; w < pixels; ++w) detail::zero_nonfinite(o + w * cp, nc);
+  if (cp > nc)
+    for (int64_t w = 0; w < pixels; ++w) std::memset(o + w * cp + nc, 0, static_cast<size_t>(cp - nc) * sizeof(float));
+}
+
 void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
   const Strides st = strides_of(v, spatial);
@@ -21,6 +29,17 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       continue;
     }
     const int64_t c0 = cb * cp, nc = std::min(cp, cg - c0);
+    // Unpadded rows that follow each other in the source as in the copy
+    // (1x1 layers) convert as one run of pixels: the vector converter works
+    // 8 pixels at a time, and a 7x7 image's rows were all tails.
+    if (lo[1] == 0 && src[1] == ext[1] && w_lo == 0 && w_hi == ext[2] && lo[2] + src[2] == ext[2] &&
+        (ext[1] == 1 || st.sp[1] == ext[2] * st.sp[2])) {
+      const int64_t pixels = ext[1] * ext[2];
+      convert(base, v.dtype, rounding, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, st.sp[2],
+              nc, pixels, out, cp);
+      finish_rows(out, pixels, nc, zero_nonfinite);
+      continue;
+    }
     for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
       float* o = out + e1 * row;
       const int64_t x1 = e1 - lo[1];
@@ -33,12 +52,7 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1] +
                               (w_lo - lo[2]) * st.sp[2];
       convert(base, v.dtype, rounding, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, cp);
-      // After the conversion, so that values the operand rounding overflowed count too.
-      if (zero_nonfinite)
-        for (int64_t w = w_lo; w < w_hi; ++w) detail::zero_nonfinite(o + w * cp, nc);
-      if (cp > nc)
-        for (int64_t w = w_lo; w < w_hi; ++w)
-          std::memset(o + w * cp + nc, 0, static_cast<size_t>(cp - nc) * sizeof(float));
+      finish_rows(o + w_lo * cp, w_hi - w_lo, nc, zero_nonfinite);
     }
   }
 }

@@ -138,6 +138,11 @@ struct ImageCopy {
   // Copies plane (g, e0) of image n into dst (the copy of that image, all groups).
   // zero_nonfinite (OpArgs::zero_nonfinite): NaN and +-Inf are stored as 0.
   void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite = false) const;
+
+ private:
+  // Zeroes non-finite values (if asked) and the channels past nc of `pixels`
+  // consecutive stored pixels from o.
+  void finish_rows(float* o, int64_t pixels, int64_t nc, bool zero_nonfinite) const;
 };
 
 // Packs weights for the gather kernel: [blk][tap][red][16] per group, where
