@@ -6,7 +6,9 @@
 // bits for 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <random>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -87,11 +89,14 @@ bool takes_cl8(const detail::Geometry& g) {
 }
 
 // The implementation the registry should pick for a geometry's gradInput
-// and gradWeight: one channel per group goes to the channel-blocked kernels.
+// and gradWeight (both requested): the channel-blocked kernels where they
+// apply, which run both gradients in one pass unless gradInput is a forward
+// convolution (transposed layers).
 std::string expected_impl(const Problem& p) {
   auto s = detail::validate(p);
   if (!s) return "invalid";
-  return takes_cl8(s.value().op_for(Gradient::weight).geo) ? "depthwise_cl8" : "depthwise_direct";
+  if (!takes_cl8(s.value().op_for(Gradient::weight).geo)) return "depthwise_direct";
+  return p.transposed ? "depthwise_cl8" : "depthwise_cl8_fused";
 }
 
 Problem parse(const std::string& d) {
@@ -140,9 +145,9 @@ TEST(DepthwiseDirect, StridedViews) {
 // paths in every dtype.
 TEST(DepthwiseDirect, SuiteRowsPickDepthwise) {
   const std::pair<const char*, const char*> kRows[] = {
-      {"mb8g144ic144ih56oc144kh3ph1", "depthwise_cl8"},
-      {"mb8g192ic192ih28oc192kh3sh2ph1", "depthwise_cl8"},
-      {"mb8g32ic256ih28oc256kh3ph1", "depthwise_cl8"},
+      {"mb8g144ic144ih56oc144kh3ph1", "depthwise_cl8_fused"},
+      {"mb8g192ic192ih28oc192kh3sh2ph1", "depthwise_cl8_fused"},
+      {"mb8g32ic256ih28oc256kh3ph1", "depthwise_cl8_fused"},
   };
   for (const auto& [desc, impl] : kRows)
     for (const char* sfx : {"", "_dtbf16", "_dtf16"}) {
@@ -152,6 +157,70 @@ TEST(DepthwiseDirect, SuiteRowsPickDepthwise) {
       EXPECT_EQ(plan->implementation(Gradient::input), impl) << desc << sfx;
       EXPECT_EQ(plan->implementation(Gradient::weight), impl) << desc << sfx;
     }
+}
+
+// The fused pass keeps each gradient's summation order, so it must give the
+// bits of one plan per gradient (the unfused depthwise_cl8 kernels) exactly:
+// every channel-blocked geometry, narrow dtypes and roundings, strided
+// views, 1 and 3 threads.
+TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
+  struct Outputs {
+    std::vector<unsigned char> input, weight;
+  };
+  auto run = [](Problem p, const HostTensor& go, const HostTensor& in, const HostTensor& w, HostTensor dx,
+                HostTensor dw, std::array<bool, 3> mask, const char* want) {
+    p.output_mask = mask;
+    auto plan = Plan::create(p);
+    EXPECT_TRUE(plan) << plan.error().message;
+    if (!plan) return Outputs{};
+    if (mask[0]) {
+      EXPECT_EQ(plan->implementation(Gradient::input), want) << p.descriptor();
+    }
+    if (mask[1]) {
+      EXPECT_EQ(plan->implementation(Gradient::weight), want) << p.descriptor();
+    }
+    std::vector<std::byte> ws(plan->workspace_size());
+    Buffers b;
+    b.grad_output = go.data();
+    b.input = in.data();
+    b.weight = w.data();
+    b.grad_input = mask[0] ? dx.data() : nullptr;
+    b.grad_weight = mask[1] ? dw.data() : nullptr;
+    EXPECT_FALSE(plan->execute(b, ws.data(), ws.size())) << p.descriptor();
+    return Outputs{dx.storage, dw.storage};
+  };
+  int fused = 0;
+  for (const char* geo : kGeometries)
+    for (const char* sfx : {"", "_dtbf16", "_dtf16:bf16:f32", "_math2"})
+      for (Layout layout : {Layout::contiguous, Layout::padded})
+        for (int threads : {1, 3}) {
+          Problem p = parse(std::string(geo) + sfx);
+          auto s = detail::validate(p);
+          ASSERT_TRUE(s);
+          if (p.transposed || !takes_cl8(s.value().op_for(Gradient::weight).geo)) continue;
+          SCOPED_TRACE(p.descriptor() + " " + to_string(layout) + " threads " + std::to_string(threads));
+          set_num_threads(threads);
+          std::mt19937_64 rng(11);
+          HostTensor go = make_tensor(p.grad_output.dtype, p.grad_output.dims, layout);
+          HostTensor in = make_tensor(p.input.dtype, p.input.dims, layout);
+          HostTensor w = make_tensor(p.weight.dtype, p.weight.dims, layout);
+          for (HostTensor* t : {&go, &in, &w}) fill(*t, Fill::uniform, rng);
+          p.grad_output = go.desc;
+          p.input = in.desc;
+          p.weight = w.desc;
+          HostTensor dx = make_tensor(p.gradient_dtype(Gradient::input), p.gradient_dims(Gradient::input), layout);
+          HostTensor dw = make_tensor(p.gradient_dtype(Gradient::weight), p.gradient_dims(Gradient::weight), layout);
+          p.grad_input = dx.desc;
+          p.grad_weight = dw.desc;
+          const Outputs both = run(p, go, in, w, dx, dw, {true, true, false}, "depthwise_cl8_fused");
+          const Outputs one = run(p, go, in, w, dx, dw, {true, false, false}, "depthwise_cl8");
+          const Outputs other = run(p, go, in, w, dx, dw, {false, true, false}, "depthwise_cl8");
+          EXPECT_TRUE(both.input == one.input) << "gradInput differs";
+          EXPECT_TRUE(both.weight == other.weight) << "gradWeight differs";
+          ++fused;
+        }
+  set_num_threads(0);
+  EXPECT_GE(fused, 100);
 }
 
 TEST(DepthwiseDirect, DeclinesLargeGroups) {

@@ -53,7 +53,8 @@ std::string execute(GuardedRun& r, std::map<std::string, std::set<std::string>>*
 std::vector<std::string> descriptors() {
   std::vector<std::string> d = reliability_descriptors();
   for (const char* extra :
-       {"mb2ic32ih8oc32kh3ph1", "mb2ic48iw24oc48kw1", "mb2g16ic16ih12oc16kh3ph1", "mb2g16ic16ih12oc16kh3sh2ph1_tr",
+       {"mb2ic32ih8oc32kh3ph1", "mb2ic48iw24oc48kw1", "mb2g16ic16ih12oc16kh3ph1", "mb2g16ic16ih12oc16kh3ph1_mask100",
+        "mb2g16ic16ih12oc16kh3sh2ph1_tr",
         "mb2ic16id4ih5iw5oc16kd3kh3kw3pd1ph1pw1", "mb2ic16ih7oc32kh3_dtbf16", "mb2ic16ih7oc32kh3_dtf16",
         "mb2ic32ih6oc32kh3ph1_mask001", "mb2ic32ih6oc32kh3ph1_mask010", "mb2ic32ih6oc32kh3ph1_mask100",
         "mb2ic32ih8oc16kh3sh2ph1_tr_dthif8_mask100", "mb2ic32ih6oc32kh3sh2ph1_tr", "mb2ic24ih5oc16kh3ph1_tr",

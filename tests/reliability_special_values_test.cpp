@@ -107,9 +107,12 @@ const char* const kShapes[] = {
     "mb2ic17ih5oc18kh3ph1_math1",
     "mb2ic17ih5oc18kh3ph1_math2",
     "mb2ic4ih5oc3kh3ph1_math2",
-    // Channel-blocked depthwise (one and eight channels per group) and the
-    // small-channel columns paths (C <= 4 per group, stride and dilation).
+    // Channel-blocked depthwise (one and eight channels per group; both
+    // gradients in one fused pass, or one by one for a transposed layer)
+    // and the small-channel columns paths (C <= 4 per group, stride and
+    // dilation).
     "mb2g16ic16ih6oc16kh3ph1",
+    "mb2g16ic16ih6oc16kh3ph1_tr",
     "mb2g8ic8ih7iw5oc8kh3kw3sh2sw2ph1pw1",
     "mb2g2ic16ih6oc16kh3ph1",
     "mb2ic3ih9oc20kh3sh2ph1",
@@ -119,9 +122,9 @@ const char* const kShapes[] = {
 
 // The implementations kShapes must reach: each one's special-value handling
 // is exercised (under CONVBWD_ISA=scalar too, via the isa label).
-const char* const kMustReach[] = {"depthwise_direct",      "depthwise_cl8",         "small_channels_dgrad",
-                                  "small_channels_wgrad",  "gemm_fwd_nhwc",         "gemm_dgrad_phase_nhwc",
-                                  "gemm_wgrad_nhwc"};
+const char* const kMustReach[] = {"depthwise_direct",      "depthwise_cl8",         "depthwise_cl8_fused",
+                                  "small_channels_dgrad",  "small_channels_wgrad",  "gemm_fwd_nhwc",
+                                  "gemm_dgrad_phase_nhwc", "gemm_wgrad_nhwc"};
 
 std::string describe(const char* d, int which, double v, int64_t pos) {
   char buf[64];

@@ -3,6 +3,7 @@
 // an operation and takes the first that accepts the problem.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -85,6 +86,38 @@ struct Implementation {
 // The ordered list for an operation: fastest first, the reference last (it
 // accepts everything).
 std::span<const Implementation> implementations(Op);
+
+// The operands and outputs of a FusedKernel: the problem's tensors, and the
+// gradients it computes (gradInput, gradWeight, gradBias; null if not).
+struct FusedArgs {
+  const void* grad_output = nullptr;
+  const void* input = nullptr;
+  const void* weight = nullptr;
+  std::array<void*, 3> dst{};
+  std::byte* workspace = nullptr;
+};
+
+// One pass that computes several gradients of a plan together, so that the
+// operand they share is read from memory once (depthwise layers are bound by
+// memory: the data and weight gradients each read all of gradOutput). It is
+// planned from the kernels the registry chose for each gradient, which stay
+// in the plan: it checks its fp32 copies for NaN and +-Inf as it makes them
+// (NonfiniteMode::report) and, if it finds any, execute runs those kernels
+// instead, each with its own NaN handling, over whatever the pass wrote.
+class FusedKernel {
+ public:
+  virtual ~FusedKernel() = default;
+  virtual std::string_view name() const = 0;
+  virtual size_t workspace_bytes() const = 0;
+  // Which gradients run() computes (it writes every element of each).
+  virtual std::array<bool, 3> covers() const = 0;
+  // Returns false if it read a NaN or +-Inf: its outputs are then not final.
+  virtual bool run(const FusedArgs&, ThreadPool&) const = 0;
+};
+
+// The fused pass for a plan's kernels (null where a gradient is not
+// computed), or null when none applies.
+std::unique_ptr<FusedKernel> plan_fused(const std::array<const OpKernel*, 3>& kernels);
 
 // Reduction length of an operation (0: every output is an empty sum).
 int64_t reduction_length(const OpSpec&);

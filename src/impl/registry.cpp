@@ -26,6 +26,11 @@ std::span<const Implementation> implementations(Op op) {
   return {};
 }
 
+std::unique_ptr<FusedKernel> plan_fused(const std::array<const OpKernel*, 3>& kernels) {
+  if (kernels[0] && kernels[1]) return fuse_depthwise_cl(*kernels[0], *kernels[1]);
+  return nullptr;
+}
+
 int64_t reduction_length(const OpSpec& op) {
   const Geometry& g = op.geo;
   switch (op.op) {

@@ -80,6 +80,10 @@ Result<Plan> Plan::create(const Problem& problem) {
     st->workspace = std::max(st->workspace, st->ops[i].kernel->workspace_bytes());
     st->flops += detail::op_flops(op);
   }
+  std::array<const detail::OpKernel*, 3> kernels{};
+  for (int i = 0; i < 3; ++i) kernels[i] = st->ops[i].kernel.get();
+  st->fused = detail::plan_fused(kernels);
+  if (st->fused) st->workspace = std::max(st->workspace, st->fused->workspace_bytes());
   return Plan(std::move(st));
 }
 
@@ -89,6 +93,7 @@ double Plan::flops() const { return s_->flops; }
 
 std::string_view Plan::implementation(Gradient g) const {
   const auto& op = s_->ops[static_cast<int>(g)];
+  if (s_->fused && s_->fused->covers()[static_cast<size_t>(g)]) return s_->fused->name();
   if (op.impl) return op.impl->name;
   if (s_->spec.mask[static_cast<int>(g)]) return "empty";  // requested, zero elements: nothing to do
   return "";
@@ -149,9 +154,22 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
       nonfinite[tensor] = detail::has_nonfinite(ptr, v, sp.rounding, &pool, s_->threads) ? 1 : 0;
     return nonfinite[tensor] == 1;
   };
+  // The fused pass, if any; when it met a NaN or Inf its gradients are
+  // computed again below, one by one, each with its own NaN handling.
+  std::array<bool, 3> done{};
+  if (s_->fused) {
+    detail::FusedArgs fa;
+    fa.grad_output = b.grad_output;
+    fa.input = b.input;
+    fa.weight = b.weight;
+    fa.workspace = static_cast<std::byte*>(workspace);
+    const std::array<bool, 3> covers = s_->fused->covers();
+    for (int i = 0; i < 3; ++i) fa.dst[static_cast<size_t>(i)] = covers[static_cast<size_t>(i)] ? outs[i] : nullptr;
+    if (s_->fused->run(fa, pool)) done = covers;
+  }
   for (int i = 0; i < 3; ++i) {
     const auto& op = s_->ops[i];
-    if (!op.active) continue;
+    if (!op.active || done[static_cast<size_t>(i)]) continue;
     detail::OpArgs args;
     args.dst = outs[i];
     args.workspace = static_cast<std::byte*>(workspace);

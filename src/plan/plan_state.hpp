@@ -22,6 +22,8 @@ struct PlannedOp {
 struct PlanState {
   Spec spec;
   std::array<PlannedOp, 3> ops;  // gradInput, gradWeight, gradBias
+  // A pass that computes several of them at once (null: none applies).
+  std::unique_ptr<FusedKernel> fused;
   size_t workspace = 0;
   int threads = 1;
   double flops = 0;

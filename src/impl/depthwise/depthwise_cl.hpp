@@ -69,4 +69,12 @@ unsigned depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* 
 unsigned depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
                                 float* scratch);
 
+// The data and weight gradients of block `block` in one pass (pd: the
+// layer's bwd_data plan, pw: its bwd_weights plan; sd, sw: their scratch).
+// Returns whether it read a NaN or +-Inf (when the plans report them).
+bool depthwise_cl_fused_scalar(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w,
+                               void* dx, void* dw, int64_t block, float* sd, float* sw);
+bool depthwise_cl_fused_avx2(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w,
+                             void* dx, void* dw, int64_t block, float* sd, float* sw);
+
 }  // namespace convbwd::detail

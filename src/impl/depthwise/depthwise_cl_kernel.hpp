@@ -425,12 +425,25 @@ struct DwClKernel {
     const Chans ch = chans(p, bk);
     float* in = s + p.off_in;
     float* w = s + p.off_w;
+    std::memset(s + p.off_tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
+    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, s + p.off_tmp) ? kNonfiniteA : 0;
+    if (pack_weights(p, b, bk, ch, w, s)) nonfinite |= kNonfiniteB;
+    bwd_data_rows(p, a, dst, n, ch, in, w, s, task + p.ahead);
+    return nonfinite;
+  }
+
+  // The weights block bk's tasks multiply, packed into w.
+  static bool pack_weights(const DwClPlan& p, const void* b, int64_t bk, const Chans& ch, float* w, float* s) {
+    return p.grouped ? pack_wg(p, b, bk, w, s + p.off_wtmp) : pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
+  }
+
+  // dx of image n, channels ch, from the packed dy plane `in` and weights
+  // `w`: row by row, then the plane flush. Meanwhile it prefetches a share
+  // of task `next`'s rows per row.
+  static void bwd_data_rows(const DwClPlan& p, const void* a, void* dst, int64_t n, const Chans& ch, const float* in,
+                            const float* w, float* s, int64_t next) {
     float* xrow = s + p.off_row;
     float* tmp = s + p.off_tmp;
-    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
-    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp) ? kNonfiniteA : 0;
-    if (p.grouped ? pack_wg(p, b, bk, w, s + p.off_wtmp) : pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp))
-      nonfinite |= kNonfiniteB;
     const int64_t ci = p.cin;
     const int64_t row = p.rw * W, ostep = p.sw * W;
     RowTap rt[kDwMaxRowTaps];
@@ -478,13 +491,12 @@ struct DwClKernel {
           if (m + 2 <= cnt) bwd_data_cols<2>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep), m += 2;
           if (m < cnt) bwd_data_cols<1>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep);
         }
-        prefetch_task_share(p, a, dst, task + p.ahead, id * p.xh + ih, p.xd * p.xh);
+        prefetch_task_share(p, a, dst, next, id * p.xh + ih, p.xd * p.xh);
         const DwView& v = p.dst;
         unpack_row(p, xrow, p.xw, p.xw8, dst, v.off + n * v.sn + ch.out0 * v.sc + id * v.sd + ih * v.sh, ch.nout,
                    tmp, id * p.xh + ih, s + p.off_plane);
       }
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
-    return nonfinite;
   }
 
   // gradWeight passes over an image's dy rows in chunks, and between chunks
@@ -505,12 +517,21 @@ struct DwClKernel {
   }
 
   // ---- bwd_weights: dw[t] = sum_{n, o} dy[o] x[o*s + tap t] ---------------
+  // A packed dy plane as the weight gradient reads it: pixel (od, oh, ow) at
+  // base + od*plane + oh*row + ow*8. Its own copy (pack_dy) is unpadded; the
+  // fused pass reads the data gradient's padded plane instead.
+  struct YPlane {
+    const float* base;
+    int64_t plane, row;
+  };
+  static YPlane own_dy(const DwClPlan& p, const float* ybuf) { return {ybuf, p.yh * p.yw8 * W, p.yw8 * W}; }
+
   // NT taps' accumulators stay in registers over a chunk of dy rows; each dy
   // vector is loaded once per NT taps. Per tap the order is n, then pixels.
   static constexpr int kMaxTaps = 12;
 
   template <int NT>
-  static void bwd_weights_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff,
+  static void bwd_weights_taps(const DwClPlan& p, const float* xbuf, const YPlane& y, const int64_t* toff,
                                int64_t r0, int64_t r1, float* accmem) {
     R acc[NT];
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::load(accmem + t * W);
@@ -518,7 +539,7 @@ struct DwClKernel {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t od = r / p.yh, oh = r % p.yh;
       const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
-      const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W;
+      const float* yr = y.base + od * y.plane + oh * y.row;
       for (int64_t o = 0; o < p.yw; ++o) {
         const R dy = V::load(yr + o * W);
         const float* x = xr + o * step;
@@ -528,58 +549,12 @@ struct DwClKernel {
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
   }
 
-  static unsigned bwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
-    const int64_t ch0 = task * W;
-    const int64_t nv = std::min<int64_t>(W, p.groups - ch0);
-    float* xbuf = s + p.off_in;
-    float* ybuf = s + p.off_y;
-    float* acc = s + p.off_acc;
-    float* tmp = s + p.off_tmp;
-    const int64_t ks = p.kd * p.kh * p.kw;
-    std::memset(acc, 0, static_cast<size_t>(ks * W) * sizeof(float));
-    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
-    unsigned nonfinite = 0;
-    for (int64_t n = 0; n < p.n; ++n) {
-      if (pack_plane(p, b, p.b, n, ch0, nv, xbuf, tmp)) nonfinite |= kNonfiniteB;
-      if (pack_dy(p, a, n, ch0, nv, ybuf, tmp)) nonfinite |= kNonfiniteA;
-      const int64_t rows = p.yd * p.yh;
-      for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
-        const int64_t r1 = std::min(rows, r0 + kRowChunk);
-        prefetch_image_share(p, a, b, n + 2, ch0, nv, ch0, nv, r0, r1, rows);
-        if (n == 0) prefetch_image_share(p, a, b, 1, ch0, nv, ch0, nv, r0, r1, rows);
-        for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
-          const int64_t* toff = p.toff.data() + t0;
-          float* am = acc + t0 * W;
-          switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
-#define CONVBWD_DWCL_CASE(NT) \
-    case NT: bwd_weights_taps<NT>(p, xbuf, ybuf, toff, r0, r1, am); break;
-            CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
-            CONVBWD_DWCL_CASE(5) CONVBWD_DWCL_CASE(6) CONVBWD_DWCL_CASE(7) CONVBWD_DWCL_CASE(8)
-            CONVBWD_DWCL_CASE(9) CONVBWD_DWCL_CASE(10) CONVBWD_DWCL_CASE(11)
-#undef CONVBWD_DWCL_CASE
-            default: bwd_weights_taps<12>(p, xbuf, ybuf, toff, r0, r1, am); break;
-          }
-        }
-      }
-    }
-    const DwView& v = p.dst;
-    float* vals = tmp;
-    for (int64_t c = 0; c < nv; ++c)
-      for (int64_t rd = 0; rd < p.kd; ++rd)
-        for (int64_t rh = 0; rh < p.kh; ++rh) {
-          const int64_t t0 = (rd * p.kh + rh) * p.kw;
-          for (int64_t r = 0; r < p.kw; ++r) vals[r] = acc[(t0 + r) * W + c];
-          store_row(vals, p.kw, dst, v, v.off + (ch0 + c) * v.sn + rd * v.sd + rh * v.sh);
-        }
-    return nonfinite;
-  }
-
   // ---- grouped bwd_weights: dw[k][c][t] = sum_{n, o} dy[o][k] x[o*s + t][c]
   // Lanes are c. KB out-channels x NT taps of accumulators: per pixel NT x
   // vectors and KB dy broadcasts feed KB*NT FMAs. Per (k, t) the order is
   // n, then pixels, as for depthwise.
   template <int KB, int NT>
-  static void gw_block(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t k0,
+  static void gw_block(const DwClPlan& p, const float* xbuf, const YPlane& y, const int64_t* toff, int64_t k0,
                        int64_t r0, int64_t r1, float* acc) {
     R a[KB][NT];
     CONVBWD_DWCL_UNROLL for (int k = 0; k < KB; ++k)
@@ -590,7 +565,7 @@ struct DwClKernel {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t od = r / p.yh, oh = r % p.yh;
       const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
-      const float* yr = ybuf + (od * p.yh + oh) * p.yw8 * W + k0;
+      const float* yr = y.base + od * y.plane + oh * y.row + k0;
       for (int64_t o = 0; o < p.yw; ++o) {
         R x[NT];
         CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) x[t] = V::load(xr + o * step + to[t]);
@@ -605,57 +580,133 @@ struct DwClKernel {
   }
 
   template <int KB>
-  static void gw_taps(const DwClPlan& p, const float* xbuf, const float* ybuf, const int64_t* toff, int64_t nt,
+  static void gw_taps(const DwClPlan& p, const float* xbuf, const YPlane& y, const int64_t* toff, int64_t nt,
                       int64_t k0, int64_t r0, int64_t r1, float* acc) {
     switch (nt) {
-      case 1: gw_block<KB, 1>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
-      case 2: gw_block<KB, 2>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
-      default: gw_block<KB, 3>(p, xbuf, ybuf, toff, k0, r0, r1, acc); break;
+      case 1: gw_block<KB, 1>(p, xbuf, y, toff, k0, r0, r1, acc); break;
+      case 2: gw_block<KB, 2>(p, xbuf, y, toff, k0, r0, r1, acc); break;
+      default: gw_block<KB, 3>(p, xbuf, y, toff, k0, r0, r1, acc); break;
     }
   }
 
-  static unsigned gbwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t g, float* s) {
+  // The x and dy channels of weight-gradient task t: eight groups
+  // (depthwise), or group t's channels (grouped).
+  struct WChans {
+    int64_t x0, nx, y0, ny;
+  };
+  static WChans weight_chans(const DwClPlan& p, int64_t t) {
+    if (p.grouped) return WChans{t * p.cg, p.cg, t * p.kg, p.kg};
+    const int64_t c0 = t * W, nv = std::min<int64_t>(W, p.groups - c0);
+    return WChans{c0, nv, c0, nv};
+  }
+  static int64_t weight_acc_floats(const DwClPlan& p) {
+    return p.kd * p.kh * p.kw * (p.grouped ? p.kg : 1) * W;
+  }
+
+  static unsigned bwd_weights(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, float* s) {
+    const WChans wc = weight_chans(p, task);
     float* xbuf = s + p.off_in;
     float* ybuf = s + p.off_y;
     float* acc = s + p.off_acc;
     float* tmp = s + p.off_tmp;
-    const int64_t ks = p.kd * p.kh * p.kw;
-    std::memset(acc, 0, static_cast<size_t>(ks * p.kg * W) * sizeof(float));
+    std::memset(acc, 0, static_cast<size_t>(weight_acc_floats(p)) * sizeof(float));
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
     unsigned nonfinite = 0;
     for (int64_t n = 0; n < p.n; ++n) {
-      if (pack_plane(p, b, p.b, n, g * p.cg, p.cg, xbuf, tmp)) nonfinite |= kNonfiniteB;
-      if (pack_dy(p, a, n, g * p.kg, p.kg, ybuf, tmp)) nonfinite |= kNonfiniteA;
-      const int64_t rows = p.yd * p.yh;
-      for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
-        const int64_t r1 = std::min(rows, r0 + kRowChunk);
-        prefetch_image_share(p, a, b, n + 2, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
-        if (n == 0) prefetch_image_share(p, a, b, 1, g * p.cg, p.cg, g * p.kg, p.kg, r0, r1, rows);
+      if (pack_plane(p, b, p.b, n, wc.x0, wc.nx, xbuf, tmp)) nonfinite |= kNonfiniteB;
+      if (pack_dy(p, a, n, wc.y0, wc.ny, ybuf, tmp)) nonfinite |= kNonfiniteA;
+      weights_image(p, a, b, n, wc, xbuf, own_dy(p, ybuf), acc);
+    }
+    store_weights(p, dst, task, acc, tmp);
+    return nonfinite;
+  }
+
+  // Adds image n's terms into acc, from its packed x plane and dy plane y.
+  // Per output the order is n, then pixels: the same bits whichever plane
+  // the dy values come from.
+  static void weights_image(const DwClPlan& p, const void* a, const void* b, int64_t n, const WChans& wc,
+                            const float* xbuf, const YPlane& y, float* acc) {
+    const int64_t ks = p.kd * p.kh * p.kw;
+    const int64_t rows = p.yd * p.yh;
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
+      const int64_t r1 = std::min(rows, r0 + kRowChunk);
+      prefetch_image_share(p, a, b, n + 2, wc.x0, wc.nx, wc.y0, wc.ny, r0, r1, rows);
+      if (n == 0) prefetch_image_share(p, a, b, 1, wc.x0, wc.nx, wc.y0, wc.ny, r0, r1, rows);
+      if (p.grouped) {
         for (int64_t t0 = 0; t0 < ks; t0 += 3) {
           const int64_t nt = std::min<int64_t>(3, ks - t0);
           for (int64_t k0 = 0; k0 < p.kg; k0 += 4) {
             const int64_t* toff = p.toff.data() + t0;
             float* am = acc + t0 * p.kg * W;
             switch (std::min<int64_t>(4, p.kg - k0)) {
-              case 1: gw_taps<1>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
-              case 2: gw_taps<2>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
-              case 3: gw_taps<3>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
-              default: gw_taps<4>(p, xbuf, ybuf, toff, nt, k0, r0, r1, am); break;
+              case 1: gw_taps<1>(p, xbuf, y, toff, nt, k0, r0, r1, am); break;
+              case 2: gw_taps<2>(p, xbuf, y, toff, nt, k0, r0, r1, am); break;
+              case 3: gw_taps<3>(p, xbuf, y, toff, nt, k0, r0, r1, am); break;
+              default: gw_taps<4>(p, xbuf, y, toff, nt, k0, r0, r1, am); break;
             }
           }
         }
+        continue;
+      }
+      for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
+        const int64_t* toff = p.toff.data() + t0;
+        float* am = acc + t0 * W;
+        switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
+#define CONVBWD_DWCL_CASE(NT) \
+  case NT: bwd_weights_taps<NT>(p, xbuf, y, toff, r0, r1, am); break;
+          CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
+          CONVBWD_DWCL_CASE(5) CONVBWD_DWCL_CASE(6) CONVBWD_DWCL_CASE(7) CONVBWD_DWCL_CASE(8)
+          CONVBWD_DWCL_CASE(9) CONVBWD_DWCL_CASE(10) CONVBWD_DWCL_CASE(11)
+#undef CONVBWD_DWCL_CASE
+          default: bwd_weights_taps<12>(p, xbuf, y, toff, r0, r1, am); break;
+        }
       }
     }
+  }
+
+  // Task t's finished sums into dw (vals: kw floats of scratch).
+  static void store_weights(const DwClPlan& p, void* dst, int64_t t, const float* acc, float* vals) {
     const DwView& v = p.dst;
-    float* vals = tmp;
-    for (int64_t k = 0; k < p.kg; ++k)
-      for (int64_t c = 0; c < p.cg; ++c)
+    const WChans wc = weight_chans(p, t);
+    const int64_t nk = p.grouped ? p.kg : wc.nx, nc = p.grouped ? p.cg : 1;
+    for (int64_t k = 0; k < nk; ++k)
+      for (int64_t c = 0; c < nc; ++c)
         for (int64_t rd = 0; rd < p.kd; ++rd)
           for (int64_t rh = 0; rh < p.kh; ++rh) {
             const int64_t t0 = (rd * p.kh + rh) * p.kw;
-            for (int64_t r = 0; r < p.kw; ++r) vals[r] = acc[((t0 + r) * p.kg + k) * W + c];
-            store_row(vals, p.kw, dst, v, v.off + (g * p.kg + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh);
+            // Depthwise: lane k of tap vectors; grouped: lane c of (tap, k).
+            for (int64_t r = 0; r < p.kw; ++r)
+              vals[r] = p.grouped ? acc[((t0 + r) * p.kg + k) * W + c] : acc[(t0 + r) * W + k];
+            store_row(vals, p.kw, dst, v, v.off + (wc.y0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh);
           }
+  }
+
+  // ---- the data and weight gradients of block bk in one pass --------------
+  // pd, pw: the bwd_data and bwd_weights plans of one layer. Each image's dy
+  // plane is packed once, padded as the data gradient reads it, and the
+  // weight gradient reads the same plane (YPlane). Both gradients' sums keep
+  // their own kernels' orders, so the bits equal separate runs. Returns
+  // whether a packed operand held a NaN or +-Inf (the plans report them).
+  static bool fused(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w, void* dx,
+                    void* dw, int64_t bk, float* sd, float* sw) {
+    const Chans ch = chans(pd, bk);
+    const WChans wc = weight_chans(pw, bk);
+    float* in = sd + pd.off_in;
+    float* wpk = sd + pd.off_w;
+    float* xbuf = sw + pw.off_in;
+    float* acc = sw + pw.off_acc;
+    std::memset(sd + pd.off_tmp, 0, static_cast<size_t>(W * std::max(pd.srcw8, pd.xw8)) * sizeof(float));
+    std::memset(sw + pw.off_tmp, 0, static_cast<size_t>(W * std::max(pw.srcw8, pw.yw8)) * sizeof(float));
+    std::memset(acc, 0, static_cast<size_t>(weight_acc_floats(pw)) * sizeof(float));
+    bool nonfinite = pack_weights(pd, w, bk, ch, wpk, sd);
+    const YPlane y{in + ((pd.bd * pd.lh + pd.bh) * pd.rw + pd.bw) * W, pd.lh * pd.rw * W, pd.rw * W};
+    for (int64_t n = 0; n < pd.n; ++n) {
+      nonfinite |= pack_plane(pd, dy, pd.a, n, ch.in0, ch.nin, in, sd + pd.off_tmp);
+      bwd_data_rows(pd, dy, dx, n, ch, in, wpk, sd, (n + 1) * pd.blocks + bk);
+      nonfinite |= pack_plane(pw, x, pw.b, n, wc.x0, wc.nx, xbuf, sw + pw.off_tmp);
+      weights_image(pw, dy, x, n, wc, xbuf, y, acc);
+    }
+    store_weights(pw, dw, bk, acc, sw + pw.off_tmp);
     return nonfinite;
   }
 
@@ -680,7 +731,7 @@ struct DwClKernel {
     switch (p.op) {
       case Op::fwd: return fwd(p, a, b, dst, t, s);
       case Op::bwd_data: return bwd_data(p, a, b, dst, t, s);
-      case Op::bwd_weights: return p.grouped ? gbwd_weights(p, a, b, dst, t, s) : bwd_weights(p, a, b, dst, t, s);
+      case Op::bwd_weights: return bwd_weights(p, a, b, dst, t, s);
       case Op::bias: return 0;
     }
     return 0;

@@ -248,7 +248,8 @@ using ClTaskFn = unsigned (*)(const DwClPlan&, const void*, const void*, void*, 
 
 class DepthwiseClKernel final : public OpKernel {
  public:
-  DepthwiseClKernel(DwClPlan p, ClTaskFn fn, int threads) : p_(std::move(p)), fn_(fn), threads_(threads) {
+  DepthwiseClKernel(DwClPlan p, ClTaskFn fn, Isa isa, int threads)
+      : p_(std::move(p)), fn_(fn), isa_(isa), threads_(threads) {
     // The variants are built here, so that execute copies nothing (the plan
     // holds vectors: a copy would allocate).
     p_nonfinite_ = p_;
@@ -276,11 +277,49 @@ class DepthwiseClKernel final : public OpKernel {
     }
   }
 
+  // For fuse_depthwise_cl.
+  const DwClPlan& reporting_plan() const { return p_report_; }
+  Isa isa() const { return isa_; }
+  int threads() const { return threads_; }
+
  private:
   // p_nonfinite_ reads NaN and +-Inf as 0 (OpArgs::zero_nonfinite);
   // p_report_ checks for them (OpArgs::found).
   DwClPlan p_, p_nonfinite_, p_report_;
   ClTaskFn fn_;
+  Isa isa_;
+  int threads_;
+};
+
+using ClFusedFn = bool (*)(const DwClPlan&, const DwClPlan&, const void*, const void*, const void*, void*, void*,
+                           int64_t, float*, float*);
+
+// depthwise_cl8's data and weight gradients in one pass: one task per
+// channel block over every image (the weight gradient's tasks), each
+// image's dy plane packed once for both (see DwClKernel::fused).
+class DepthwiseClFusedKernel final : public FusedKernel {
+ public:
+  DepthwiseClFusedKernel(const DwClPlan& data, const DwClPlan& weights, ClFusedFn fn, int threads)
+      : pd_(data), pw_(weights), fn_(fn), threads_(threads) {}
+  std::string_view name() const override { return "depthwise_cl8_fused"; }
+  size_t workspace_bytes() const override { return thread_floats() * sizeof(float) * static_cast<size_t>(threads_); }
+  std::array<bool, 3> covers() const override { return {true, true, false}; }
+  bool run(const FusedArgs& args, ThreadPool& pool) const override {
+    auto* ws = reinterpret_cast<float*>(args.workspace);
+    std::atomic<bool> nonfinite{false};
+    pool.parallel_for(pd_.blocks, threads_, [&](int64_t t, int th) {
+      float* sd = ws + static_cast<size_t>(th) * thread_floats();
+      if (fn_(pd_, pw_, args.grad_output, args.input, args.weight, args.dst[0], args.dst[1], t, sd,
+              sd + pd_.scratch_floats))
+        nonfinite.store(true, std::memory_order_relaxed);
+    });
+    return !nonfinite.load();
+  }
+
+ private:
+  size_t thread_floats() const { return pd_.scratch_floats + pw_.scratch_floats; }
+  DwClPlan pd_, pw_;  // both report NaN and +-Inf
+  ClFusedFn fn_;
   int threads_;
 };
 
@@ -455,10 +494,31 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     return nullptr;
   }
   const ClTaskFn fn = ctx.isa >= Isa::avx2 ? &depthwise_cl_task_avx2 : &depthwise_cl_task_scalar;
-  return std::make_unique<DepthwiseClKernel>(std::move(p), fn, threads);
+  return std::make_unique<DepthwiseClKernel>(std::move(p), fn, ctx.isa, threads);
 }
 
 }  // namespace
+
+std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKernel& weights) {
+  const auto* kd = dynamic_cast<const DepthwiseClKernel*>(&data);
+  const auto* kw = dynamic_cast<const DepthwiseClKernel*>(&weights);
+  if (!kd || !kw) return nullptr;
+  const DwClPlan& pd = kd->reporting_plan();
+  const DwClPlan& pw = kw->reporting_plan();
+  // A transposed layer's data gradient is a forward convolution (Op::fwd),
+  // which reads x-shaped planes: nothing to share. The weight gradient reads
+  // the data gradient's dy values, so they must be rounded alike.
+  if (pd.op != Op::bwd_data || pw.op != Op::bwd_weights || pd.grouped != pw.grouped || pd.blocks != pw.blocks ||
+      pd.rounding != pw.rounding || pd.a.dtype != pw.a.dtype || kd->isa() != kw->isa() ||
+      kd->threads() != kw->threads())
+    return nullptr;
+  // Both scratch areas per thread, within the 64 MiB every workspace budget
+  // allows.
+  const double bytes = static_cast<double>(pd.scratch_floats + pw.scratch_floats) * sizeof(float) * kd->threads();
+  if (bytes > static_cast<double>(size_t{64} << 20)) return nullptr;
+  const ClFusedFn fn = kd->isa() >= Isa::avx2 ? &depthwise_cl_fused_avx2 : &depthwise_cl_fused_scalar;
+  return std::make_unique<DepthwiseClFusedKernel>(pd, pw, fn, kd->threads());
+}
 
 const Implementation kDepthwiseDirectImpl = {"depthwise_direct", &plan_depthwise};
 const Implementation kDepthwiseClImpl = {"depthwise_cl8", &plan_depthwise_cl};
