@@ -160,15 +160,15 @@ TEST(DepthwiseDirect, SuiteRowsPickDepthwise) {
 }
 
 // The fused pass keeps each gradient's summation order, so it must give the
-// bits of one plan per gradient (the unfused depthwise_cl8 kernels) exactly:
-// every channel-blocked geometry, narrow dtypes and roundings, strided
-// views, 1 and 3 threads.
+// bits of one plan per gradient (the unfused depthwise_cl8 kernels and
+// bias_reduce) exactly: every channel-blocked geometry, narrow dtypes and
+// roundings, strided views, 1 and 3 threads.
 TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
   struct Outputs {
-    std::vector<unsigned char> input, weight;
+    std::vector<unsigned char> input, weight, bias;
   };
   auto run = [](Problem p, const HostTensor& go, const HostTensor& in, const HostTensor& w, HostTensor dx,
-                HostTensor dw, std::array<bool, 3> mask, const char* want) {
+                HostTensor dw, HostTensor db, std::array<bool, 3> mask, const char* want) {
     p.output_mask = mask;
     auto plan = Plan::create(p);
     EXPECT_TRUE(plan) << plan.error().message;
@@ -179,6 +179,12 @@ TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
     if (mask[1]) {
       EXPECT_EQ(plan->implementation(Gradient::weight), want) << p.descriptor();
     }
+    if (mask[2]) {
+      // The fused pass also sums gradBias unless an operand rounding (it
+      // rounds dy for the products; the bias sums dy as it is) rules it out.
+      const bool fused_bias = mask[0] && p.math_mode == MathMode::keep_dtype;
+      EXPECT_EQ(plan->implementation(Gradient::bias), fused_bias ? want : "bias_reduce") << p.descriptor();
+    }
     std::vector<std::byte> ws(plan->workspace_size());
     Buffers b;
     b.grad_output = go.data();
@@ -186,8 +192,9 @@ TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
     b.weight = w.data();
     b.grad_input = mask[0] ? dx.data() : nullptr;
     b.grad_weight = mask[1] ? dw.data() : nullptr;
+    b.grad_bias = mask[2] ? db.data() : nullptr;
     EXPECT_FALSE(plan->execute(b, ws.data(), ws.size())) << p.descriptor();
-    return Outputs{dx.storage, dw.storage};
+    return Outputs{dx.storage, dw.storage, db.storage};
   };
   int fused = 0;
   for (const char* geo : kGeometries)
@@ -210,13 +217,17 @@ TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
           p.weight = w.desc;
           HostTensor dx = make_tensor(p.gradient_dtype(Gradient::input), p.gradient_dims(Gradient::input), layout);
           HostTensor dw = make_tensor(p.gradient_dtype(Gradient::weight), p.gradient_dims(Gradient::weight), layout);
+          HostTensor db = make_tensor(p.gradient_dtype(Gradient::bias), p.gradient_dims(Gradient::bias), layout);
           p.grad_input = dx.desc;
           p.grad_weight = dw.desc;
-          const Outputs both = run(p, go, in, w, dx, dw, {true, true, false}, "depthwise_cl8_fused");
-          const Outputs one = run(p, go, in, w, dx, dw, {true, false, false}, "depthwise_cl8");
-          const Outputs other = run(p, go, in, w, dx, dw, {false, true, false}, "depthwise_cl8");
-          EXPECT_TRUE(both.input == one.input) << "gradInput differs";
-          EXPECT_TRUE(both.weight == other.weight) << "gradWeight differs";
+          p.grad_bias = db.desc;
+          const Outputs all = run(p, go, in, w, dx, dw, db, {true, true, true}, "depthwise_cl8_fused");
+          const Outputs two = run(p, go, in, w, dx, dw, db, {true, true, false}, "depthwise_cl8_fused");
+          const Outputs one = run(p, go, in, w, dx, dw, db, {true, false, false}, "depthwise_cl8");
+          const Outputs other = run(p, go, in, w, dx, dw, db, {false, true, true}, "depthwise_cl8");
+          EXPECT_TRUE(all.input == one.input && two.input == one.input) << "gradInput differs";
+          EXPECT_TRUE(all.weight == other.weight && two.weight == other.weight) << "gradWeight differs";
+          EXPECT_TRUE(all.bias == other.bias) << "gradBias differs";
           ++fused;
         }
   set_num_threads(0);

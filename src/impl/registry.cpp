@@ -27,7 +27,7 @@ std::span<const Implementation> implementations(Op op) {
 }
 
 std::unique_ptr<FusedKernel> plan_fused(const std::array<const OpKernel*, 3>& kernels) {
-  if (kernels[0] && kernels[1]) return fuse_depthwise_cl(*kernels[0], *kernels[1]);
+  if (kernels[0] && kernels[1]) return fuse_depthwise_cl(*kernels[0], *kernels[1], kernels[2]);
   return nullptr;
 }
 

@@ -32,6 +32,7 @@ class BiasKernelOp final : public OpKernel {
       store_from_float(args.dst, p_.out_off + ch * p_.out_stride, p_.out_dtype, s);
     }
   }
+  const BiasPlan& plan() const { return p_; }
 
  private:
   BiasPlan p_;
@@ -98,6 +99,11 @@ std::unique_ptr<OpKernel> plan_bias(const OpSpec& op, const PlanContext& ctx, st
 }
 
 }  // namespace
+
+const BiasPlan* bias_plan_of(const OpKernel& k) {
+  const auto* b = dynamic_cast<const BiasKernelOp*>(&k);
+  return b ? &b->plan() : nullptr;
+}
 
 const Implementation kBiasReduceImpl = {"bias_reduce", &plan_bias};
 

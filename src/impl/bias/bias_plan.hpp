@@ -38,6 +38,11 @@ struct BiasPlan {
   int64_t out_off = 0, out_stride = 1;
 };
 
+class OpKernel;
+// The plan of a bias_reduce kernel (null for any other kernel): what a fused
+// pass that also sums gradOutput must match (src/impl/depthwise).
+const BiasPlan* bias_plan_of(const OpKernel&);
+
 // One task of a bias plan. With chunks > 1 the task writes the fp32 sums of
 // its channels over its chunk to partials[channel * chunks + chunk] and the
 // caller adds them up; otherwise it rounds the sums into dst.

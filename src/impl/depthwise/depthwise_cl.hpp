@@ -69,12 +69,24 @@ unsigned depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* 
 unsigned depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
                                 float* scratch);
 
-// The data and weight gradients of block `block` in one pass (pd: the
-// layer's bwd_data plan, pw: its bwd_weights plan; sd, sw: their scratch).
-// Returns whether it read a NaN or +-Inf (when the plans report them).
-bool depthwise_cl_fused_scalar(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w,
-                               void* dx, void* dw, int64_t block, float* sd, float* sw);
-bool depthwise_cl_fused_avx2(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w,
-                             void* dx, void* dw, int64_t block, float* sd, float* sw);
+// The plan of the fused pass (DwClKernel::fused): a layer's bwd_data and
+// bwd_weights plans, both reporting NaN/Inf, and optionally gradBias.
+struct DwClFusedPlan {
+  DwClPlan data, weights;
+  // Also gradBias, in bias_reduce's order (src/impl/bias/bias_plan.hpp with
+  // one chunk): the element at width w goes to lane w % 8, each lane sums in
+  // (n, d, h, w) order, lanes added ((0+1)+(2+3))+((4+5)+(6+7)).
+  bool bias = false;
+  DwView bias_out;  // off, sw (the channel stride) and dtype of gradBias
+  // Per thread: the data plan's scratch, the weights plan's, 8 lane vectors.
+  size_t scratch_floats() const { return data.scratch_floats + weights.scratch_floats + kDwLanes * kDwLanes; }
+};
+
+// Block `block`'s gradients in one pass: dst = gradInput, gradWeight,
+// gradBias (if p.bias). Returns whether it read a NaN or +-Inf.
+bool depthwise_cl_fused_scalar(const DwClFusedPlan& p, const void* dy, const void* x, const void* w, void* const* dst,
+                               int64_t block, float* scratch);
+bool depthwise_cl_fused_avx2(const DwClFusedPlan& p, const void* dy, const void* x, const void* w, void* const* dst,
+                             int64_t block, float* scratch);
 
 }  // namespace convbwd::detail

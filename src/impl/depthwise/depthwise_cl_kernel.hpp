@@ -681,14 +681,20 @@ struct DwClKernel {
           }
   }
 
-  // ---- the data and weight gradients of block bk in one pass --------------
-  // pd, pw: the bwd_data and bwd_weights plans of one layer. Each image's dy
-  // plane is packed once, padded as the data gradient reads it, and the
-  // weight gradient reads the same plane (YPlane). Both gradients' sums keep
-  // their own kernels' orders, so the bits equal separate runs. Returns
-  // whether a packed operand held a NaN or +-Inf (the plans report them).
-  static bool fused(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w, void* dx,
-                    void* dw, int64_t bk, float* sd, float* sw) {
+  // ---- the gradients of block bk in one pass -------------------------------
+  // The data and weight gradients (p.data, p.weights: the layer's bwd_data
+  // and bwd_weights plans), and gradBias if p.bias. Each image's dy plane is
+  // packed once, padded as the data gradient reads it, and the weight
+  // gradient and the bias read the same plane (YPlane). Every gradient keeps
+  // its own kernel's summation order, so the bits equal separate runs.
+  // Returns whether a packed operand held a NaN or +-Inf (the plans report).
+  static bool fused(const DwClFusedPlan& p, const void* dy, const void* x, const void* w, void* const* dst,
+                    int64_t bk, float* scratch) {
+    const DwClPlan& pd = p.data;
+    const DwClPlan& pw = p.weights;
+    float* const sd = scratch;
+    float* const sw = sd + pd.scratch_floats;
+    float* const lanes = sw + pw.scratch_floats;  // gradBias: 8 vectors, lane = channel
     const Chans ch = chans(pd, bk);
     const WChans wc = weight_chans(pw, bk);
     float* in = sd + pd.off_in;
@@ -698,16 +704,43 @@ struct DwClKernel {
     std::memset(sd + pd.off_tmp, 0, static_cast<size_t>(W * std::max(pd.srcw8, pd.xw8)) * sizeof(float));
     std::memset(sw + pw.off_tmp, 0, static_cast<size_t>(W * std::max(pw.srcw8, pw.yw8)) * sizeof(float));
     std::memset(acc, 0, static_cast<size_t>(weight_acc_floats(pw)) * sizeof(float));
+    std::memset(lanes, 0, static_cast<size_t>(W * W) * sizeof(float));
     bool nonfinite = pack_weights(pd, w, bk, ch, wpk, sd);
     const YPlane y{in + ((pd.bd * pd.lh + pd.bh) * pd.rw + pd.bw) * W, pd.lh * pd.rw * W, pd.rw * W};
     for (int64_t n = 0; n < pd.n; ++n) {
       nonfinite |= pack_plane(pd, dy, pd.a, n, ch.in0, ch.nin, in, sd + pd.off_tmp);
-      bwd_data_rows(pd, dy, dx, n, ch, in, wpk, sd, (n + 1) * pd.blocks + bk);
+      bwd_data_rows(pd, dy, dst[0], n, ch, in, wpk, sd, (n + 1) * pd.blocks + bk);
+      if (p.bias) bias_image(pd, y, lanes);
       nonfinite |= pack_plane(pw, x, pw.b, n, wc.x0, wc.nx, xbuf, sw + pw.off_tmp);
       weights_image(pw, dy, x, n, wc, xbuf, y, acc);
     }
-    store_weights(pw, dw, bk, acc, sw + pw.off_tmp);
+    store_weights(pw, dst[1], bk, acc, sw + pw.off_tmp);
+    if (p.bias) {
+      R l[8];
+      CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) l[j] = V::load(lanes + j * W);
+      const R sum =
+          V::add(V::add(V::add(l[0], l[1]), V::add(l[2], l[3])), V::add(V::add(l[4], l[5]), V::add(l[6], l[7])));
+      float* vals = sw + pw.off_tmp;
+      V::store(vals, sum);
+      store_row(vals, ch.nin, dst[2], p.bias_out, p.bias_out.off + ch.in0 * p.bias_out.sw);
+    }
     return nonfinite;
+  }
+
+  // Adds image n's dy values into the 8 lane vectors of gradBias: the value
+  // at width o into vector o % 8, rows in (d, h) order, as bias_reduce sums.
+  static void bias_image(const DwClPlan& pd, const YPlane& y, float* lanes) {
+    R l[8];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) l[j] = V::load(lanes + j * W);
+    for (int64_t od = 0; od < pd.yd; ++od)
+      for (int64_t oh = 0; oh < pd.yh; ++oh) {
+        const float* yr = y.base + od * y.plane + oh * y.row;
+        int64_t o = 0;
+        for (; o + 8 <= pd.yw; o += 8)
+          CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) l[j] = V::add(l[j], V::load(yr + (o + j) * W));
+        for (int j = 0; o < pd.yw; ++o, ++j) l[j] = V::add(l[j], V::load(yr + o * W));
+      }
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) V::store(lanes + j * W, l[j]);
   }
 
   // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw8][lane], unpadded.

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "impl/bias/bias_plan.hpp"
 #include "impl/depthwise/depthwise_cl.hpp"
 #include "impl/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
@@ -291,34 +292,31 @@ class DepthwiseClKernel final : public OpKernel {
   int threads_;
 };
 
-using ClFusedFn = bool (*)(const DwClPlan&, const DwClPlan&, const void*, const void*, const void*, void*, void*,
-                           int64_t, float*, float*);
+using ClFusedFn = bool (*)(const DwClFusedPlan&, const void*, const void*, const void*, void* const*, int64_t,
+                           float*);
 
-// depthwise_cl8's data and weight gradients in one pass: one task per
-// channel block over every image (the weight gradient's tasks), each
-// image's dy plane packed once for both (see DwClKernel::fused).
+// depthwise_cl8's gradients in one pass: one task per channel block over
+// every image (the weight gradient's tasks), each image's dy plane packed
+// once for all of them (see DwClKernel::fused).
 class DepthwiseClFusedKernel final : public FusedKernel {
  public:
-  DepthwiseClFusedKernel(const DwClPlan& data, const DwClPlan& weights, ClFusedFn fn, int threads)
-      : pd_(data), pw_(weights), fn_(fn), threads_(threads) {}
+  DepthwiseClFusedKernel(DwClFusedPlan p, ClFusedFn fn, int threads) : p_(std::move(p)), fn_(fn), threads_(threads) {}
   std::string_view name() const override { return "depthwise_cl8_fused"; }
-  size_t workspace_bytes() const override { return thread_floats() * sizeof(float) * static_cast<size_t>(threads_); }
-  std::array<bool, 3> covers() const override { return {true, true, false}; }
+  size_t workspace_bytes() const override { return p_.scratch_floats() * sizeof(float) * static_cast<size_t>(threads_); }
+  std::array<bool, 3> covers() const override { return {true, true, p_.bias}; }
   bool run(const FusedArgs& args, ThreadPool& pool) const override {
     auto* ws = reinterpret_cast<float*>(args.workspace);
     std::atomic<bool> nonfinite{false};
-    pool.parallel_for(pd_.blocks, threads_, [&](int64_t t, int th) {
-      float* sd = ws + static_cast<size_t>(th) * thread_floats();
-      if (fn_(pd_, pw_, args.grad_output, args.input, args.weight, args.dst[0], args.dst[1], t, sd,
-              sd + pd_.scratch_floats))
+    pool.parallel_for(p_.data.blocks, threads_, [&](int64_t t, int th) {
+      if (fn_(p_, args.grad_output, args.input, args.weight, args.dst.data(), t,
+              ws + static_cast<size_t>(th) * p_.scratch_floats()))
         nonfinite.store(true, std::memory_order_relaxed);
     });
     return !nonfinite.load();
   }
 
  private:
-  size_t thread_floats() const { return pd_.scratch_floats + pw_.scratch_floats; }
-  DwClPlan pd_, pw_;  // both report NaN and +-Inf
+  DwClFusedPlan p_;
   ClFusedFn fn_;
   int threads_;
 };
@@ -412,8 +410,10 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     p.bd = ylead(p.sd, p.kd, p.dd, p.pd);
     p.bh = ylead(p.sh, p.kh, p.dh, p.ph);
     p.bw = ylead(p.sw, p.kw, p.dw, p.pw);
-    p.ld = (p.xd - 1 + p.pd) / p.sd + p.bd + 1;
-    p.lh = (p.xh - 1 + p.ph) / p.sh + p.bh + 1;
+    // Every dy row, also those that padding after the data keeps out of
+    // dx's reach: the fused pass's weight gradient and bias read them here.
+    p.ld = std::max((p.xd - 1 + p.pd) / p.sd + p.bd + 1, p.bd + p.yd);
+    p.lh = std::max((p.xh - 1 + p.ph) / p.sh + p.bh + 1, p.bh + p.yh);
     const int64_t lw = (p.xw - 1 + p.pw) / p.sw + p.bw + 1;
     p.srcd = p.yd;
     p.srch = p.yh;
@@ -499,12 +499,15 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
 
 }  // namespace
 
-std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKernel& weights) {
+std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKernel& weights, const OpKernel* bias) {
   const auto* kd = dynamic_cast<const DepthwiseClKernel*>(&data);
   const auto* kw = dynamic_cast<const DepthwiseClKernel*>(&weights);
   if (!kd || !kw) return nullptr;
-  const DwClPlan& pd = kd->reporting_plan();
-  const DwClPlan& pw = kw->reporting_plan();
+  DwClFusedPlan p;
+  p.data = kd->reporting_plan();
+  p.weights = kw->reporting_plan();
+  const DwClPlan& pd = p.data;
+  const DwClPlan& pw = p.weights;
   // A transposed layer's data gradient is a forward convolution (Op::fwd),
   // which reads x-shaped planes: nothing to share. The weight gradient reads
   // the data gradient's dy values, so they must be rounded alike.
@@ -512,12 +515,22 @@ std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKer
       pd.rounding != pw.rounding || pd.a.dtype != pw.a.dtype || kd->isa() != kw->isa() ||
       kd->threads() != kw->threads())
     return nullptr;
-  // Both scratch areas per thread, within the 64 MiB every workspace budget
-  // allows.
-  const double bytes = static_cast<double>(pd.scratch_floats + pw.scratch_floats) * sizeof(float) * kd->threads();
+  // The weight gradient and the bias read every dy row of the data plane.
+  if (pd.ld < pd.bd + pd.yd || pd.lh < pd.bh + pd.yh) return nullptr;
+  // gradBias too when its sum is bias_reduce's single-chunk order over the
+  // same fp32 values (no operand rounding: the bias sums dy as it is).
+  if (const BiasPlan* b = bias ? bias_plan_of(*bias) : nullptr;
+      b && b->chunks == 1 && b->dtype == pd.a.dtype && pd.rounding == OperandRounding::none) {
+    p.bias = true;
+    p.bias_out.dtype = b->out_dtype;
+    p.bias_out.off = b->out_off;
+    p.bias_out.sw = b->out_stride;
+  }
+  // Every thread's scratch, within the 64 MiB every workspace budget allows.
+  const double bytes = static_cast<double>(p.scratch_floats()) * sizeof(float) * kd->threads();
   if (bytes > static_cast<double>(size_t{64} << 20)) return nullptr;
   const ClFusedFn fn = kd->isa() >= Isa::avx2 ? &depthwise_cl_fused_avx2 : &depthwise_cl_fused_scalar;
-  return std::make_unique<DepthwiseClFusedKernel>(pd, pw, fn, kd->threads());
+  return std::make_unique<DepthwiseClFusedKernel>(std::move(p), fn, kd->threads());
 }
 
 const Implementation kDepthwiseDirectImpl = {"depthwise_direct", &plan_depthwise};

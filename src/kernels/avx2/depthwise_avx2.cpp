@@ -14,9 +14,9 @@ unsigned depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b,
   return DwClKernel<VecAvx2>::task(p, a, b, dst, task, scratch);
 }
 
-bool depthwise_cl_fused_avx2(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w,
-                             void* dx, void* dw, int64_t block, float* sd, float* sw) {
-  return DwClKernel<VecAvx2>::fused(pd, pw, dy, x, w, dx, dw, block, sd, sw);
+bool depthwise_cl_fused_avx2(const DwClFusedPlan& p, const void* dy, const void* x, const void* w, void* const* dst,
+                             int64_t block, float* scratch) {
+  return DwClKernel<VecAvx2>::fused(p, dy, x, w, dst, block, scratch);
 }
 
 }  // namespace convbwd::detail

@@ -14,9 +14,9 @@ unsigned depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* 
   return DwClKernel<VecScalar>::task(p, a, b, dst, task, scratch);
 }
 
-bool depthwise_cl_fused_scalar(const DwClPlan& pd, const DwClPlan& pw, const void* dy, const void* x, const void* w,
-                               void* dx, void* dw, int64_t block, float* sd, float* sw) {
-  return DwClKernel<VecScalar>::fused(pd, pw, dy, x, w, dx, dw, block, sd, sw);
+bool depthwise_cl_fused_scalar(const DwClFusedPlan& p, const void* dy, const void* x, const void* w, void* const* dst,
+                               int64_t block, float* scratch) {
+  return DwClKernel<VecScalar>::fused(p, dy, x, w, dst, block, scratch);
 }
 
 }  // namespace convbwd::detail
