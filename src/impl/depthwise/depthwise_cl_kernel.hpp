@@ -59,22 +59,6 @@ struct DwClKernel {
       store_row_scalar(in, count, base, v.dtype, off, v.sw);
   }
 
-  // Whether any of n floats is NaN or +-Inf: x * 0 is 0 for a finite x and
-  // NaN otherwise, and a NaN stays in a sum. Four sums hide the FMA latency;
-  // the copies it reads were just written, so this costs a pass over cache,
-  // not the pass over memory of execute's own scan.
-  static bool any_nonfinite(const float* p, int64_t n) {
-    const R zero = V::zero();
-    R acc[4] = {zero, zero, zero, zero};
-    int64_t i = 0;
-    for (; i + 4 * W <= n; i += 4 * W)
-      CONVBWD_DWCL_UNROLL for (int k = 0; k < 4; ++k) acc[k] = V::fma(V::load(p + i + k * W), zero, acc[k]);
-    for (; i + W <= n; i += W) acc[0] = V::fma(V::load(p + i), zero, acc[0]);
-    float sum = V::hsum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
-    for (; i < n; ++i) sum += p[i] * 0.0f;
-    return sum != sum;
-  }
-
   // The input plane of channels [ch0, ch0+nv) of image n into the padded
   // channels-last plane `out` (ld x lh x rw pixels of 8 floats). tmp holds 8
   // rows of srcw8 floats; rows nv.. are zero (the caller zeroes them once).
@@ -101,7 +85,7 @@ struct DwClKernel {
         std::memset(o + (p.bw + p.srcw8) * W, 0, static_cast<size_t>((p.rw - p.bw - p.srcw8) * W) * sizeof(float));
       }
     }
-    return p.report_nonfinite && any_nonfinite(out, p.ld * p.lh * p.rw * W);
+    return p.report_nonfinite && V::any_nonfinite(out, p.ld * p.lh * p.rw * W);
   }
 
   // Asks for the planes of channels [ch0, ch0+nv) of image n to be brought
@@ -208,7 +192,7 @@ struct DwClKernel {
                                   p.kw, p.rounding, wt + ((k * p.cg + c) * p.kd + rd) * p.kh * p.kw + rh * p.kw);
     }
     if (v.zero_nonfinite) dw_zero_nonfinite(wt, nk * p.cg * ks);
-    return p.report_nonfinite && any_nonfinite(wt, nk * p.cg * ks);
+    return p.report_nonfinite && V::any_nonfinite(wt, nk * p.cg * ks);
   }
 
   // A channels-last row of `count` pixels back to NCHW: row r of each
@@ -757,7 +741,7 @@ struct DwClKernel {
         float* o = out + (od * p.yh + oh) * p.yw8 * W;
         for (int64_t j = 0; j < p.yw8; j += W) V::transpose8(tmp + j, p.yw8, o + j * W, W);
       }
-    return p.report_nonfinite && any_nonfinite(out, p.yd * p.yh * p.yw8 * W);
+    return p.report_nonfinite && V::any_nonfinite(out, p.yd * p.yh * p.yw8 * W);
   }
 
   static unsigned task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {

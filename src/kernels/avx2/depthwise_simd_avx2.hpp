@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/any_nonfinite.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
 #include "kernels/store_row.hpp"
 
@@ -24,6 +25,7 @@ struct VecAvx2 {
   static_assert(W == kDwLanes);
 
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+  static bool any_nonfinite(const float* p, int64_t n) { return any_nonfinite_avx2(p, n); }
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/any_nonfinite.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -19,6 +20,7 @@ struct VecScalar {
   static_assert(W == kDwLanes);
 
   static void prefetch(const void* p) { __builtin_prefetch(p, 0, 2); }
+  static bool any_nonfinite(const float* p, int64_t n) { return any_nonfinite_scalar(p, n); }
   static R zero() { return R{}; }
   static R load(const float* p) {
     R r;

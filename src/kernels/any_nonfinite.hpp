@@ -1,0 +1,29 @@
+// Whether any of n fp32 values is NaN or +-Inf: how a kernel that reports
+// NaN/Inf itself (NonfiniteMode::report, src/impl/implementation.hpp) checks
+// the operand copies it has just made, while they are still in cache. One
+// body, compiled portable and with AVX2 (src/kernels/<isa>/any_nonfinite_*).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace convbwd::detail {
+
+using AnyNonfinite = bool (*)(const float* p, int64_t n);
+bool any_nonfinite_scalar(const float* p, int64_t n);
+bool any_nonfinite_avx2(const float* p, int64_t n);
+
+// The exponent of NaN and +-Inf is all ones, and only then does adding one
+// to it carry into the sign bit. An OR of integers has no order to keep, so
+// the compiler vectorizes the loop for the ISA it is built for.
+inline bool any_nonfinite_body(const float* p, int64_t n) {
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, sizeof u);
+    any |= (u & 0x7f800000u) + 0x00800000u;
+  }
+  return (any & 0x80000000u) != 0;
+}
+
+}  // namespace convbwd::detail
