@@ -14,7 +14,8 @@ void ImageCopy::finish_rows(float* o, int64_t pixels, int64_t nc, bool zero_nonf
     for (int64_t w = 0; w < pixels; ++w) std::memset(o + w * cp + nc, 0, static_cast<size_t>(cp - nc) * sizeof(float));
 }
 
-void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite) const {
+void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite,
+                           bool* found) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
   const Strides st = strides_of(v, spatial);
   const int64_t row = ext[2] * cp;
@@ -38,6 +39,7 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       convert(base, v.dtype, rounding, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, st.sp[2],
               nc, pixels, out, cp);
       finish_rows(out, pixels, nc, zero_nonfinite);
+      if (found && check(out, pixels * cp)) *found = true;
       continue;
     }
     for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
@@ -53,11 +55,12 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
                               (w_lo - lo[2]) * st.sp[2];
       convert(base, v.dtype, rounding, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, cp);
       finish_rows(o + w_lo * cp, w_hi - w_lo, nc, zero_nonfinite);
+      if (found && check(o + w_lo * cp, (w_hi - w_lo) * cp)) *found = true;
     }
   }
 }
 
-void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst, bool zero_nonfinite) const {
+void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst, bool zero_nonfinite, bool* found) const {
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
   std::array<int64_t, 3> sp{0, 0, 0};
   for (int i = 0; i < spatial; ++i) sp[3 - spatial + i] = v.strides[2 + i];
@@ -89,6 +92,7 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk, float* dst, bool
           }
         }
   });
+  if (found && check(dst, block_floats())) *found = true;
 }
 
 }  // namespace convbwd::detail::gemm

@@ -18,6 +18,7 @@
 #include "impl/gemm/microkernel.hpp"
 #include "impl/implementation.hpp"
 #include "impl/operand_access.hpp"
+#include "kernels/any_nonfinite.hpp"
 #include "numeric/float_formats.hpp"
 #include "problem/checked.hpp"
 #include "problem/spec.hpp"
@@ -130,6 +131,7 @@ struct ImageCopy {
   std::array<int64_t, 3> ext{1, 1, 1};  // stored extents
   std::array<int64_t, 3> lo{0, 0, 0};
   ToChannelsLast convert = to_channels_last_scalar;  // chosen by ISA at plan time
+  AnyNonfinite check = any_nonfinite_scalar;         // likewise
 
   int64_t blocks() const { return (cg + cp - 1) / cp; }
   int64_t block_floats() const { return ext[0] * ext[1] * ext[2] * cp; }
@@ -137,7 +139,9 @@ struct ImageCopy {
   int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
   // Copies plane (g, e0) of image n into dst (the copy of that image, all groups).
   // zero_nonfinite (OpArgs::zero_nonfinite): NaN and +-Inf are stored as 0.
-  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite = false) const;
+  // found (OpArgs::found): set to true if the copy holds a NaN or +-Inf.
+  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite = false,
+                  bool* found = nullptr) const;
 
  private:
   // Zeroes non-finite values (if asked) and the channels past nc of `pixels`
@@ -156,6 +160,7 @@ struct WeightPack {
   int64_t groups = 1, k = 0, c = 0, taps = 1;
   std::array<int64_t, 3> ks{1, 1, 1};
   bool transpose = false;
+  AnyNonfinite check = any_nonfinite_scalar;  // chosen by ISA at plan time
 
   int64_t cols() const { return transpose ? c : k; }
   int64_t red() const { return transpose ? k : c; }
@@ -164,7 +169,9 @@ struct WeightPack {
   int64_t group_floats() const { return blocks() * block_floats(); }
   // Packs block blk of group g into dst (block_floats() floats).
   // zero_nonfinite (OpArgs::zero_nonfinite): NaN and +-Inf are stored as 0.
-  void pack(const void* base, int64_t g, int64_t blk, float* dst, bool zero_nonfinite = false) const;
+  // found (OpArgs::found): set to true if the block holds a NaN or +-Inf.
+  void pack(const void* base, int64_t g, int64_t blk, float* dst, bool zero_nonfinite = false,
+            bool* found = nullptr) const;
 };
 
 // Stores rows x cols of an fp32 tile (row stride kNr) into a view:
@@ -186,11 +193,14 @@ struct Kernels {
   MicroKernel gather, strided;
   ToChannelsLast convert;
   StoreRow store;
+  AnyNonfinite any_nonfinite;
 };
 inline Kernels kernels_for(Isa isa) {
   if (isa >= Isa::avx2)
-    return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2, store_row_avx2};
-  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar, store_row_scalar};
+    return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2, store_row_avx2,
+            any_nonfinite_avx2};
+  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar, store_row_scalar,
+          any_nonfinite_scalar};
 }
 
 }  // namespace convbwd::detail::gemm

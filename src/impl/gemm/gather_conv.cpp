@@ -14,6 +14,7 @@
 // (phase + pad - r*dilation) divisible by s reach it, and they read the
 // gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
 // product with an inserted zero is ever computed and nothing is scattered.
+#include <atomic>
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -74,6 +75,7 @@ class GatherConvKernel final : public OpKernel {
     wp_.v = op.b;
     wp_.spatial = g.spatial;
     wp_.rounding = op.rounding;
+    wp_.check = kernels_for(ctx.isa).any_nonfinite;
     wp_.groups = g.groups;
     wp_.k = g.k;
     wp_.c = g.c;
@@ -88,6 +90,7 @@ class GatherConvKernel final : public OpKernel {
     src_.cg = red_;
     src_.cp = pixel_pitch(red_);
     src_.convert = kernels_for(ctx.isa).convert;
+    src_.check = kernels_for(ctx.isa).any_nonfinite;
     src_.src = dgrad ? sp.y : sp.x;
 
     if (!dgrad) {
@@ -226,15 +229,22 @@ class GatherConvKernel final : public OpKernel {
     float* const wpk = reinterpret_cast<float*>(args.workspace);
     float* const img = wpk + weights_floats_;
     const int64_t blocks = wp_.blocks();
+    std::atomic<bool> found_a{false}, found_b{false};  // an OR: the same whatever the schedule
     pool.parallel_for(groups_ * blocks, threads_, [&](int64_t t, int) {
-      wp_.pack(args.b, t / blocks, t % blocks, wpk + t * wp_.block_floats(), args.zero_nonfinite);
+      bool nonfinite = false;
+      wp_.pack(args.b, t / blocks, t % blocks, wpk + t * wp_.block_floats(), args.zero_nonfinite,
+               args.found ? &nonfinite : nullptr);
+      if (nonfinite) found_b.store(true, std::memory_order_relaxed);
     });
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
       const int64_t nb = std::min(batch_, n_ - n0);
       const int64_t planes = src_.planes();
       pool.parallel_for(nb * planes, threads_, [&](int64_t t, int) {
         const int64_t i = t / planes;
-        src_.copy_plane(args.a, n0 + i, t % planes, img + i * image_floats_, args.zero_nonfinite);
+        bool nonfinite = false;
+        src_.copy_plane(args.a, n0 + i, t % planes, img + i * image_floats_, args.zero_nonfinite,
+                        args.found ? &nonfinite : nullptr);
+        if (nonfinite) found_a.store(true, std::memory_order_relaxed);
       });
       // Tiles run over the pixels of the whole batch, so small images
       // (7x7) fill whole tiles and each weight block is read once per task
@@ -243,7 +253,11 @@ class GatherConvKernel final : public OpKernel {
       pool.parallel_for(groups_ * per_group, threads_,
                         [&](int64_t t, int) { compute(args, wpk, img, n0, nb, per_group, t); });
     }
+    if (args.found) *args.found = NonfiniteFound{found_a.load(), found_b.load()};
   }
+  // Every operand element it multiplies passes through its copies, which
+  // it checks in cache (any_nonfinite) instead of execute's scan.
+  NonfiniteMode nonfinite_mode() const override { return NonfiniteMode::report; }
 
  private:
   const std::vector<int64_t>& task_ends(int64_t nb) const { return nb == batch_ ? task_ends_full_ : task_ends_tail_; }

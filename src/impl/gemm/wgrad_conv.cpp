@@ -12,6 +12,7 @@
 // computes it, and tasks own disjoint sets of tiles: the bits do not depend
 // on the thread count. Padding is stored zeros, so border products cost a
 // little arithmetic and no branches.
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -43,6 +44,7 @@ class WgradKernel final : public OpKernel {
     dy_.cg = g.k;
     dy_.cp = kMr;
     dy_.convert = x_.convert = kernels_for(ctx.isa).convert;
+    dy_.check = x_.check = kernels_for(ctx.isa).any_nonfinite;
     dy_.src = dy_.ext = sp_.y;
     // x: channels-last, padded, channels rounded up to whole 16-vectors.
     x_.v = op.b;
@@ -87,6 +89,7 @@ class WgradKernel final : public OpKernel {
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const acc = reinterpret_cast<float*>(args.workspace);
     float* const xs = acc + acc_floats_;  // batch_ x-copies
+    std::atomic<bool> found_a{false}, found_b{false};  // an OR: the same whatever the schedule
     float* const dys = xs + batch_ * groups_ * x_.image_floats();
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
       const int64_t nb = std::min(batch_, n_ - n0);
@@ -95,16 +98,23 @@ class WgradKernel final : public OpKernel {
       std::fill(dy_end, dy_end + kAlignFloats, 0.0f);
       pool.parallel_for(nb * (xplanes + yplanes), threads_, [&](int64_t t, int) {
         const int64_t i = t / (xplanes + yplanes), pl = t % (xplanes + yplanes);
+        bool nonfinite = false;
+        bool* const check = args.found ? &nonfinite : nullptr;
         if (pl < xplanes)
-          x_.copy_plane(args.b, n0 + i, pl, xs + i * groups_ * x_.image_floats(), args.zero_nonfinite);
+          x_.copy_plane(args.b, n0 + i, pl, xs + i * groups_ * x_.image_floats(), args.zero_nonfinite, check);
         else
           dy_.copy_plane(args.a, n0 + i, pl - xplanes, dys + i * groups_ * dy_.image_floats(),
-                        args.zero_nonfinite);
+                         args.zero_nonfinite, check);
+        if (nonfinite) (pl < xplanes ? found_b : found_a).store(true, std::memory_order_relaxed);
       });
       pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
     }
     pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { store(args.dst, acc, t); });
+    if (args.found) *args.found = NonfiniteFound{found_a.load(), found_b.load()};
   }
+  // Every operand element it multiplies passes through its copies, which
+  // it checks in cache (any_nonfinite) instead of execute's scan.
+  NonfiniteMode nonfinite_mode() const override { return NonfiniteMode::report; }
 
  private:
   static constexpr int64_t kMaxRuns = 256;
