@@ -286,6 +286,7 @@ class GatherConvKernel final : public OpKernel {
     const float* rows_a[kMaxTileGroup][kMr];
     int64_t row_base[kMaxTileGroup][kMr];
     int row_count[kMaxTileGroup];
+    bool consecutive[kMaxTileGroup];
     for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
       const int64_t j = tl - tile_lo, px0 = tl * kMr;
       row_count[j] = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0));
@@ -301,6 +302,8 @@ class GatherConvKernel final : public OpKernel {
                          (ph.out_first[1] + u1 * ph.out_step[1]) * ds.sp[1] +
                          (ph.out_first[2] + u2 * ph.out_step[2]) * ds.sp[2];
       }
+      consecutive[j] = op_.dst.dtype == DataType::f32 && ds.sp[2] == 1;
+      for (int r = 1; r < row_count[j]; ++r) consecutive[j] = consecutive[j] && row_base[j][r] == row_base[j][0] + r;
     }
     const int64_t chunks = static_cast<int64_t>(ph.chunk_ends.size());
     // Weight block outermost, then reduction chunk, then tiles: a chunk's B
@@ -333,6 +336,16 @@ class GatherConvKernel final : public OpKernel {
         const int64_t j = tl - tile_lo;
         float* const tile = tiles + j * kMr * kNr;
         if (chunks == 0) std::fill(tile, tile + kMr * kNr, 0.0f);  // no tap reaches this phase
+        if (consecutive[j]) {
+          // The tile's pixels are neighbours in an fp32 output whose pixels
+          // are contiguous (NCHW): each channel's run of pixels is stored
+          // whole, through the channels-last converter run backwards (the
+          // tile's pixels as its channels): 32 stores instead of 96 scalar
+          // ones at the channel stride.
+          src_.convert(tile, DataType::f32, OperandRounding::none, 0, kNr, 1, row_count[j], cols,
+                       static_cast<float*>(args.dst) + row_base[j][0] + blk * kNr * ds.ch, ds.ch);
+          continue;
+        }
         for (int r = 0; r < kMr; ++r) out_base[r] = row_base[j][r] + blk * kNr * ds.ch;
         store_tile(store_, args.dst, op_.dst.dtype, tile, out_base, row_count[j], ds.ch, cols);
       }
