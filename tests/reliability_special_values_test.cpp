@@ -170,6 +170,36 @@ TEST(ReliabilitySpecialValues, OneNonFiniteMatchesTheReferenceExactly) {
   for (const char* name : kMustReach) EXPECT_TRUE(reached.count(name)) << name << " was not exercised";
 }
 
+// One special value in each of two operands at once, every pair. A kernel
+// that reports what it found (NonfiniteMode::report) must name each operand
+// that held one: execute's second run reads every special value of both
+// operands as 0, and the event pass adds back only the terms of the operands
+// named, so a pair detected as one loses the other's NaN or Inf.
+TEST(ReliabilitySpecialValues, OneInEachOfTwoOperandsMatchesTheReference) {
+  for (const char* d : kShapes) {
+    const Problem p = Problem::parse(d).value();
+    int variant = 0;
+    for (int first = 0; first < 3; ++first)
+      for (int second = first + 1; second < 3; ++second)
+        for (int at = 0; at < 2; ++at) {
+          std::mt19937_64 rng(static_cast<uint64_t>(31 + variant));
+          const bool strided = variant++ % 2 == 1;
+          GuardedRun r = make_guarded_run(p, strided, strided, rng);
+          for (int o = 0; o < 3; ++o) operand(r, o).fill_random(rng, true);
+          // Middle elements (their taps are real), or random ones.
+          GuardedTensor& a = operand(r, first);
+          GuardedTensor& b = operand(r, second);
+          const int64_t pa = at == 0 ? a.elements() / 2 : static_cast<int64_t>(rng() % static_cast<uint64_t>(a.elements()));
+          const int64_t pb = at == 0 ? b.elements() / 3 : static_cast<int64_t>(rng() % static_cast<uint64_t>(b.elements()));
+          a.set(pa, kInf);
+          b.set(pb, kNaN);
+          for (int o = 0; o < 3; ++o) r.in_snapshots[o] = snapshot(operand(r, o));
+          ASSERT_EQ(run_plan(r), "") << describe(d, first, kInf, pa) << " and " << kOperandName[second] << "["
+                                     << pb << "] = nan";
+        }
+  }
+}
+
 // Whole operands of NaN, of +Inf, of -Inf, and of +-Inf alternating (both
 // signs meet in every output): each operand alone, then all three at once.
 TEST(ReliabilitySpecialValues, AllNonFiniteOperandsMatchTheReference) {
