@@ -72,10 +72,11 @@ inline Strides strides_of(const View& v, int spatial) {
 
 // Workspace allowed (issue 4): the largest input tensor, or 64 MiB,
 // whichever is larger.
+constexpr int64_t kWorkspaceBudgetFloor = int64_t{64} << 20;
 inline int64_t workspace_budget(const OpSpec& op) {
   const int64_t a = op.a.elements() * static_cast<int64_t>(size_of(op.a.dtype));
   const int64_t b = op.b.elements() * static_cast<int64_t>(size_of(op.b.dtype));
-  return std::max<int64_t>({int64_t{64} << 20, a, b});
+  return std::max<int64_t>({kWorkspaceBudgetFloor, a, b});
 }
 
 }  // namespace convbwd::detail

@@ -107,8 +107,6 @@ bool width_stride_fits(const Geometry& g, std::string* why) {
   return false;
 }
 
-size_t bytes_of(const View& v) { return static_cast<size_t>(v.elements()) * size_of(v.dtype); }
-
 std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
@@ -235,7 +233,7 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   p.off_acc = region(acc_f);
   p.scratch_floats = at;
 
-  const size_t budget = std::max<size_t>({bytes_of(op.a), bytes_of(op.b), size_t{64} << 20});
+  const auto budget = static_cast<size_t>(workspace_budget(op));
   if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {
     *why = "per-thread scratch of " + std::to_string(p.scratch_floats * sizeof(float)) +
            " bytes exceeds the workspace budget";
@@ -487,7 +485,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     }
   }
   p.scratch_floats = at;
-  const size_t budget = std::max<size_t>({bytes_of(op.a), bytes_of(op.b), size_t{64} << 20});
+  const auto budget = static_cast<size_t>(workspace_budget(op));
   if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {
     *why = "per-thread scratch of " + std::to_string(p.scratch_floats * sizeof(float)) +
            " bytes exceeds the workspace budget";
@@ -526,9 +524,9 @@ std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKer
     p.bias_out.off = b->out_off;
     p.bias_out.sw = b->out_stride;
   }
-  // Every thread's scratch, within the 64 MiB every workspace budget allows.
+  // Every thread's scratch, within what every workspace budget allows.
   const double bytes = static_cast<double>(p.scratch_floats()) * sizeof(float) * kd->threads();
-  if (bytes > static_cast<double>(size_t{64} << 20)) return nullptr;
+  if (bytes > static_cast<double>(kWorkspaceBudgetFloor)) return nullptr;
   const ClFusedFn fn = kd->isa() >= Isa::avx2 ? &depthwise_cl_fused_avx2 : &depthwise_cl_fused_scalar;
   return std::make_unique<DepthwiseClFusedKernel>(std::move(p), fn, kd->threads());
 }
