@@ -174,6 +174,11 @@ struct DwClKernel {
     return nonfinite;
   }
 
+  // The weights block bk's tasks multiply, packed into w.
+  static bool pack_weights(const DwClPlan& p, const void* b, int64_t bk, const Chans& ch, float* w, float* s) {
+    return p.grouped ? pack_wg(p, b, bk, w, s + p.off_wtmp) : pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
+  }
+
   // Weights of out-channels [k0, k0+nk) as wt[(k*C + c)*ks + t], rounded: one
   // vector load of the block when the view is dense (the usual case), as a
   // per-element path costs more than a small group's whole task. Returns
@@ -263,8 +268,7 @@ struct DwClKernel {
     float* tmp = s + p.off_tmp;
     std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
     unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp) ? kNonfiniteA : 0;
-    if (p.grouped ? pack_wg(p, b, bk, w, s + p.off_wtmp) : pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp))
-      nonfinite |= kNonfiniteB;
+    if (pack_weights(p, b, bk, ch, w, s)) nonfinite |= kNonfiniteB;
     const int64_t ks = p.kd * p.kh * p.kw, row = p.rw * W, step = p.sw * W;
     const int64_t* toff = p.toff.data();
     const int64_t ci = p.cin;
@@ -414,11 +418,6 @@ struct DwClKernel {
     if (pack_weights(p, b, bk, ch, w, s)) nonfinite |= kNonfiniteB;
     bwd_data_rows(p, a, dst, n, ch, in, w, s, task + p.ahead);
     return nonfinite;
-  }
-
-  // The weights block bk's tasks multiply, packed into w.
-  static bool pack_weights(const DwClPlan& p, const void* b, int64_t bk, const Chans& ch, float* w, float* s) {
-    return p.grouped ? pack_wg(p, b, bk, w, s + p.off_wtmp) : pack_w(p, b, ch.in0, ch.nin, w, s + p.off_wtmp);
   }
 
   // dx of image n, channels ch, from the packed dy plane `in` and weights

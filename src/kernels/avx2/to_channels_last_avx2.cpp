@@ -91,7 +91,7 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
   }
   if (cs == 1) {
     // Rows of nc contiguous elements; a tail of 1 to 7 (the 6-pixel rows of
-    // the small-channel band copy) through masked loads and stores.
+    // the small-channel band copy) through a masked load and a partial store.
     for (int64_t w = 0; w < nw; ++w) {
       for (int64_t c0 = 0; c0 < nc8; c0 += 8)
         _mm256_storeu_ps(dst + w * pitch + c0, round8<R>(load8<T>(src, s0 + w * ws + c0)));
