@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -22,6 +23,23 @@ class ThreadPool;
 struct NonfiniteFound {
   bool a = false;
   bool b = false;
+};
+
+// How a NonfiniteMode::report kernel gathers that answer from its tasks, on
+// any thread: an OR, so the same whatever the schedule.
+class NonfiniteSeen {
+ public:
+  void add(bool a, bool b) {
+    if (a) a_.store(true, std::memory_order_relaxed);
+    if (b) b_.store(true, std::memory_order_relaxed);
+  }
+  // Writes the answer where OpArgs::found asks for one.
+  void report(NonfiniteFound* found) const {
+    if (found) *found = NonfiniteFound{a_.load(), b_.load()};
+  }
+
+ private:
+  std::atomic<bool> a_{false}, b_{false};
 };
 
 // Buffers of one operation, as in OpSpec (a, b operands; dst output), plus the

@@ -264,16 +264,12 @@ class DepthwiseClKernel final : public OpKernel {
   void run(const OpArgs& args, ThreadPool& pool) const override {
     auto* ws = reinterpret_cast<float*>(args.workspace);
     const DwClPlan& p = args.zero_nonfinite ? p_nonfinite_ : args.found ? p_report_ : p_;
-    // An OR of the tasks' answers: the same whatever the schedule.
-    std::atomic<unsigned> found{0};
+    NonfiniteSeen seen;
     pool.parallel_for(p_.tasks, threads_, [&](int64_t t, int th) {
       const unsigned f = fn_(p, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
-      if (f != 0) found.fetch_or(f, std::memory_order_relaxed);
+      seen.add((f & kNonfiniteA) != 0, (f & kNonfiniteB) != 0);
     });
-    if (args.found) {
-      args.found->a = (found.load() & kNonfiniteA) != 0;
-      args.found->b = (found.load() & kNonfiniteB) != 0;
-    }
+    seen.report(args.found);
   }
 
   // For fuse_depthwise_cl.

@@ -14,7 +14,6 @@
 // (phase + pad - r*dilation) divisible by s reach it, and they read the
 // gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
 // product with an inserted zero is ever computed and nothing is scattered.
-#include <atomic>
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -229,12 +228,12 @@ class GatherConvKernel final : public OpKernel {
     float* const wpk = reinterpret_cast<float*>(args.workspace);
     float* const img = wpk + weights_floats_;
     const int64_t blocks = wp_.blocks();
-    std::atomic<bool> found_a{false}, found_b{false};  // an OR: the same whatever the schedule
+    NonfiniteSeen seen;
     pool.parallel_for(groups_ * blocks, threads_, [&](int64_t t, int) {
       bool nonfinite = false;
       wp_.pack(args.b, t / blocks, t % blocks, wpk + t * wp_.block_floats(), args.zero_nonfinite,
                args.found ? &nonfinite : nullptr);
-      if (nonfinite) found_b.store(true, std::memory_order_relaxed);
+      seen.add(false, nonfinite);
     });
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
       const int64_t nb = std::min(batch_, n_ - n0);
@@ -244,7 +243,7 @@ class GatherConvKernel final : public OpKernel {
         bool nonfinite = false;
         src_.copy_plane(args.a, n0 + i, t % planes, img + i * image_floats_, args.zero_nonfinite,
                         args.found ? &nonfinite : nullptr);
-        if (nonfinite) found_a.store(true, std::memory_order_relaxed);
+        seen.add(nonfinite, false);
       });
       // Tiles run over the pixels of the whole batch, so small images
       // (7x7) fill whole tiles and each weight block is read once per task
@@ -253,7 +252,7 @@ class GatherConvKernel final : public OpKernel {
       pool.parallel_for(groups_ * per_group, threads_,
                         [&](int64_t t, int) { compute(args, wpk, img, n0, nb, per_group, t); });
     }
-    if (args.found) *args.found = NonfiniteFound{found_a.load(), found_b.load()};
+    seen.report(args.found);
   }
   // Every operand element it multiplies passes through its copies, which
   // it checks in cache (any_nonfinite) instead of execute's scan.

@@ -12,7 +12,6 @@
 // computes it, and tasks own disjoint sets of tiles: the bits do not depend
 // on the thread count. Padding is stored zeros, so border products cost a
 // little arithmetic and no branches.
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -89,8 +88,8 @@ class WgradKernel final : public OpKernel {
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const acc = reinterpret_cast<float*>(args.workspace);
     float* const xs = acc + acc_floats_;  // batch_ x-copies
-    std::atomic<bool> found_a{false}, found_b{false};  // an OR: the same whatever the schedule
     float* const dys = xs + batch_ * groups_ * x_.image_floats();
+    NonfiniteSeen seen;
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
       const int64_t nb = std::min(batch_, n_ - n0);
       const int64_t xplanes = x_.planes(), yplanes = dy_.planes();
@@ -105,12 +104,12 @@ class WgradKernel final : public OpKernel {
         else
           dy_.copy_plane(args.a, n0 + i, pl - xplanes, dys + i * groups_ * dy_.image_floats(),
                          args.zero_nonfinite, check);
-        if (nonfinite) (pl < xplanes ? found_b : found_a).store(true, std::memory_order_relaxed);
+        seen.add(nonfinite && pl >= xplanes, nonfinite && pl < xplanes);
       });
       pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
     }
     pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { store(args.dst, acc, t); });
-    if (args.found) *args.found = NonfiniteFound{found_a.load(), found_b.load()};
+    seen.report(args.found);
   }
   // Every operand element it multiplies passes through its copies, which
   // it checks in cache (any_nonfinite) instead of execute's scan.

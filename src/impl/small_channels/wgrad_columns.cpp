@@ -16,7 +16,6 @@
 // over it, accumulators resting in the workspace between chunks. Every tile
 // sums over chunks in order, and within a chunk pixel by pixel: the bits do
 // not depend on the thread count or on which task owns a tile.
-#include <atomic>
 #include <cstring>
 #include <memory>
 
@@ -87,13 +86,12 @@ class WgradKernel final : public OpKernel {
 
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const acc = reinterpret_cast<float*>(args.workspace);
-    std::atomic<bool> found_a{false}, found_b{false};  // an OR: the same whatever the schedule
+    NonfiniteSeen seen;
     pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
       const NonfiniteFound f = compute(args, acc, acc + acc_floats_ + thread * slot_floats_, t);
-      if (f.a) found_a.store(true, std::memory_order_relaxed);
-      if (f.b) found_b.store(true, std::memory_order_relaxed);
+      seen.add(f.a, f.b);
     });
-    if (args.found) *args.found = NonfiniteFound{found_a.load(), found_b.load()};
+    seen.report(args.found);
   }
   // It checks, in cache, every x and dy value its tiles multiply: the x
   // copies it makes and the dy rows of each chunk, copied or read in place
