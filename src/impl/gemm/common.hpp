@@ -167,10 +167,11 @@ struct WeightPack {
   int64_t blocks() const { return ceil_div(cols(), kNr); }
   int64_t block_floats() const { return taps * red() * kNr; }
   int64_t group_floats() const { return blocks() * block_floats(); }
-  // Packs block blk of group g into dst (block_floats() floats).
+  // Packs blocks blk0 .. blk0+nblk-1 of group g into dst (nblk *
+  // block_floats() floats, block after block).
   // zero_nonfinite (OpArgs::zero_nonfinite): NaN and +-Inf are stored as 0.
-  // found (OpArgs::found): set to true if the block holds a NaN or +-Inf.
-  void pack(const void* base, int64_t g, int64_t blk, float* dst, bool zero_nonfinite = false,
+  // found (OpArgs::found): set to true if the blocks hold a NaN or +-Inf.
+  void pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite = false,
             bool* found = nullptr) const;
 };
 

@@ -228,11 +228,16 @@ class GatherConvKernel final : public OpKernel {
     float* const wpk = reinterpret_cast<float*>(args.workspace);
     float* const img = wpk + weights_floats_;
     const int64_t blocks = wp_.blocks();
+    // Each task packs a range of neighbouring blocks (pack reads them row by
+    // row), as many as stay in L2 for its NaN/Inf check.
+    const int64_t per_task = std::clamp<int64_t>(kPackTaskFloats / wp_.block_floats(), 1, blocks);
+    const int64_t ranges = ceil_div(blocks, per_task);
     NonfiniteSeen seen;
-    pool.parallel_for(groups_ * blocks, threads_, [&](int64_t t, int) {
+    pool.parallel_for(groups_ * ranges, threads_, [&](int64_t t, int) {
       bool nonfinite = false;
-      wp_.pack(args.b, t / blocks, t % blocks, wpk + t * wp_.block_floats(), args.zero_nonfinite,
-               args.found ? &nonfinite : nullptr);
+      const int64_t g = t / ranges, blk0 = t % ranges * per_task;
+      wp_.pack(args.b, g, blk0, std::min(per_task, blocks - blk0), wpk + (g * blocks + blk0) * wp_.block_floats(),
+               args.zero_nonfinite, args.found ? &nonfinite : nullptr);
       seen.add(false, nonfinite);
     });
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
@@ -397,6 +402,8 @@ class GatherConvKernel final : public OpKernel {
   // weight blocks, and 24 pixels per pass still outpace that stream.
   static constexpr int64_t kMinBalancedTileGroup = 4;
   static constexpr int64_t kMaxReductionChunks = int64_t{1} << 16;
+  // Packed floats per weight-packing task: 256 KB, half of a Zen 3 L2.
+  static constexpr int64_t kPackTaskFloats = int64_t{1} << 16;
 
   OpSpec op_;
   int threads_ = 1;
