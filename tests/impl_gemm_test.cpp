@@ -127,16 +127,20 @@ TEST(ImplGemm, SeveralBatches) {
 TEST(ImplGemm, ReductionChunks) {
   // The forward and the data gradient cut each tile's reduction (taps x
   // channels) into chunks of at most N steps, splitting runs at chunk ends.
-  // Chunk sizes that divide the runs, cut runs in two, are shorter than a
-  // 4-step unroll and 1, on odd channel counts with several taps and phases;
-  // small integers make every sum exact, so a lost, doubled or reordered
-  // product shows as a wrong value, not within a tolerance.
+  // The weight gradient walks chunks of whole output rows (at least one)
+  // when its reduction (images x output pixels) exceeds N, its tiles
+  // resting in the workspace between chunks; up to N it runs one pass, each
+  // tile stored as it is finished. Chunk sizes that divide the runs, cut
+  // runs in two, are shorter than a 4-step unroll and 1, on odd channel
+  // counts with several taps and phases; small integers make every sum
+  // exact, so a lost, doubled or reordered product shows as a wrong value,
+  // not within a tolerance.
   for (const char* steps : {"1", "3", "7", "19", "64"}) {
     SCOPED_TRACE(std::string("CONVBWD_GEMM_CHUNK_STEPS=") + steps);
     setenv("CONVBWD_GEMM_CHUNK_STEPS", steps, 1);
-    check("mb2ic21ih9oc17kh3ph1", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
-    check("mb2ic13ih9oc38kh3sh2ph1", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
-    check("mb2ic9ih5oc12kh4sh2ph1_tr", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+    for (const char* desc : {"mb2ic21ih9oc17kh3ph1", "mb2ic13ih9oc38kh3sh2ph1", "mb2ic9ih5oc12kh4sh2ph1_tr"})
+      for (Gradient which : {Gradient::input, Gradient::weight})
+        check(desc, which, Layout::contiguous, Layout::contiguous, Fill::small_ints);
     check_both("mb2ic18ih7oc20kh3ph1_math1");
   }
   unsetenv("CONVBWD_GEMM_CHUNK_STEPS");

@@ -96,6 +96,17 @@ inline bool planar_1x1(const Geometry& g, std::string* why) {
   return true;
 }
 
+// Reduction steps per chunk: `steps`, capped by CONVBWD_GEMM_CHUNK_STEPS
+// (read at plan time), with which the tests cross chunk boundaries and split
+// runs on small problems.
+inline int64_t chunk_steps(int64_t steps) {
+  if (const char* e = std::getenv("CONVBWD_GEMM_CHUNK_STEPS")) {
+    const long long v = std::atoll(e);
+    if (v > 0) steps = std::min<int64_t>(steps, v);
+  }
+  return steps;
+}
+
 // Images per batch of channels-last copies: enough for kBatchPixels pixels
 // of work, so that a batch still splits into many tasks, but no more than
 // kBatchFloats of copies (one image at least): the copies are most of a

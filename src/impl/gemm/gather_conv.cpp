@@ -358,16 +358,8 @@ class GatherConvKernel final : public OpKernel {
 
   // Reduction steps per chunk: 256 steps x 16 floats = 16 KB of packed
   // weights, half of the 32 KB L1 of Zen 4, leaving room for the A rows and
-  // the task's tiles. CONVBWD_GEMM_CHUNK_STEPS (read at plan time) lowers it
-  // so the tests cross chunk boundaries and split runs on small problems.
-  static int64_t chunk_steps() {
-    int64_t steps = 256;
-    if (const char* e = std::getenv("CONVBWD_GEMM_CHUNK_STEPS")) {
-      const long long v = std::atoll(e);
-      if (v > 0) steps = std::min<int64_t>(steps, v);
-    }
-    return steps;
-  }
+  // the task's tiles (lowered by CONVBWD_GEMM_CHUNK_STEPS, common.hpp).
+  static int64_t chunk_steps() { return gemm::chunk_steps(256); }
 
   // Cuts the phase's runs into consecutive chunks of at most `steps` steps,
   // splitting a run that crosses a chunk boundary into two runs (same A and

@@ -63,16 +63,27 @@ class WgradKernel final : public OpKernel {
     // Rows per chunk: ~512 reduction steps, so a tile's 24 accumulator loads
     // and stores are noise against its FMAs, while the chunk's rows of dy and
     // x stay in L2 for all the tiles of a task.
-    rows_per_chunk_ = std::clamp<int64_t>(ceil_div(kChunkSteps, sp_.y[2]), 1, kMaxRuns);
+    rows_per_chunk_ = std::clamp<int64_t>(ceil_div(chunk_steps(kChunkSteps), sp_.y[2]), 1, kMaxRuns);
     // Two tasks per thread: some slack against a busy neighbour; each task
     // streams the whole chunk, so more tasks would cost L2 bandwidth.
     tasks_ = std::min<int64_t>(tiles_, 2 * std::max(threads_, 1));
 
-    acc_floats_ = round_up(tiles_ * kMr * kNr, kAlignFloats);
     // Slack after the dy copy: the strided kernel reads 6 channels from the
     // last tile's first channel, which may run past the last pixel.
     image_floats_ = round_up(groups_ * (dy_.image_floats() + x_.image_floats()), kAlignFloats);
     const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
+    // One pass: when the whole reduction (every image's rows) is short and
+    // its copies fit at once, each tile's sum is one kernel call, stored
+    // straight from a per-thread tile. Weight-heavy layers have short
+    // reductions, and their fp32 tile buffer, the size of the weights
+    // (4 MB on the 2048->512 1x1 layer), cost as much memory as the copies
+    // and a round trip through L3 per chunk.
+    const int64_t rows_all = n_ * sp_.y[0] * sp_.y[1];
+    acc_floats_ = round_up(std::max(threads_, 1) * kMr * kNr, kAlignFloats);
+    one_pass_ = rows_all <= kMaxRuns && rows_all * sp_.y[2] <= chunk_steps(kOnePassSteps) &&
+                batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels()) == n_;
+    if (one_pass_) rows_per_chunk_ = rows_all;
+    else acc_floats_ = round_up(tiles_ * kMr * kNr, kAlignFloats);
     batch_ = batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels());
     if (batch_ < 1) {
       *why = "one image's channels-last copies do not fit the workspace budget";
@@ -106,9 +117,17 @@ class WgradKernel final : public OpKernel {
                          args.zero_nonfinite, check);
         seen.add(nonfinite && pl >= xplanes, nonfinite && pl < xplanes);
       });
-      pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
+      if (one_pass_)
+        pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
+          compute(acc + thread * kMr * kNr, xs, dys, nb, true, t, args.dst);
+        });
+      else
+        pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
     }
-    pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { store(args.dst, acc, t); });
+    if (!one_pass_)
+      pool.parallel_for(tasks_, threads_, [&](int64_t t, int) {
+        for (int64_t tl = task_begin(t); tl < task_begin(t + 1); ++tl) store(args.dst, acc + tl * kMr * kNr, tl);
+      });
     seen.report(args.found);
   }
   // Every operand element it multiplies passes through its copies, which
@@ -118,6 +137,9 @@ class WgradKernel final : public OpKernel {
  private:
   static constexpr int64_t kMaxRuns = 256;
   static constexpr int64_t kChunkSteps = 256;
+  // The longest reduction done in one pass: its x panel (64 bytes a step)
+  // then still stays in L2 across the k-tiles that share it.
+  static constexpr int64_t kOnePassSteps = 1024;
 
   // Tasks own whole (group, tap, c-block) units, all k-tiles of each, when
   // there are enough units, so a task's x panel stays in L1 across k-tiles.
@@ -136,7 +158,11 @@ class WgradKernel final : public OpKernel {
   // kernel streams 24 and 64 bytes per step sequentially. With plain
   // channels-last copies each step touched two new cache lines at a large
   // pixel pitch, and the kernel ran latency-bound at half its speed.
-  void compute(float* acc, const float* xs, const float* dys, int64_t nb, bool first_batch, int64_t task) const {
+  //
+  // With dst (one pass), acc is the calling thread's single tile, stored to
+  // dst as soon as its one kernel call returns; else acc holds every tile.
+  void compute(float* acc, const float* xs, const float* dys, int64_t nb, bool first_batch, int64_t task,
+               void* dst = nullptr) const {
     const int64_t lo = task_begin(task), hi = task_begin(task + 1);
     const int64_t taps = sp_.taps();
     const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
@@ -159,9 +185,10 @@ class WgradKernel final : public OpKernel {
         }
         ka.a[0] = dys + kt * dy_.block_floats();
         ka.b = xs + cb * x_.block_floats();
-        ka.acc = acc + tl * kMr * kNr;
+        ka.acc = dst ? acc : acc + tl * kMr * kNr;
         ka.accumulate = !(first_batch && row0 == 0);
         kern_(ka);
+        if (dst) store(dst, acc, tl);
       }
     }
   }
@@ -194,22 +221,21 @@ class WgradKernel final : public OpKernel {
     return runs;
   }
 
-  void store(void* dst, const float* acc, int64_t task) const {
+  // Stores the fp32 tile of tile index tl into the weight gradient.
+  void store(void* dst, const float* tile, int64_t tl) const {
     const int64_t taps = sp_.taps();
     const Strides ws = strides_of(op_.dst, op_.geo.spatial);
+    const int64_t kt = tl % kt_, cb = (tl / kt_) % ct_, gr = tl / (kt_ * ct_);
+    const int64_t g = gr / taps, tap = gr % taps;
+    const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
+    const int rows = static_cast<int>(std::min<int64_t>(kMr, k_ - kt * kMr));
+    const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
+    if (cols <= 0) return;
     int64_t row_base[kMr];
-    for (int64_t tl = task_begin(task); tl < task_begin(task + 1); ++tl) {
-      const int64_t kt = tl % kt_, cb = (tl / kt_) % ct_, gr = tl / (kt_ * ct_);
-      const int64_t g = gr / taps, tap = gr % taps;
-      const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
-      const int rows = static_cast<int>(std::min<int64_t>(kMr, k_ - kt * kMr));
-      const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
-      if (cols <= 0) continue;
-      for (int i = 0; i < rows; ++i)
-        row_base[i] = ws.offset + (g * k_ + kt * kMr + i) * ws.n + cb * kNr * ws.ch + r0 * ws.sp[0] +
-                      r1 * ws.sp[1] + r2 * ws.sp[2];
-      store_tile(store_, dst, op_.dst.dtype, acc + tl * kMr * kNr, row_base, rows, ws.ch, cols);
-    }
+    for (int i = 0; i < rows; ++i)
+      row_base[i] = ws.offset + (g * k_ + kt * kMr + i) * ws.n + cb * kNr * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] +
+                    r2 * ws.sp[2];
+    store_tile(store_, dst, op_.dst.dtype, tile, row_base, rows, ws.ch, cols);
   }
 
   OpSpec op_;
@@ -222,6 +248,7 @@ class WgradKernel final : public OpKernel {
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
   int64_t acc_floats_ = 0, image_floats_ = 0, batch_ = 0;
   bool ok_ = true;
+  bool one_pass_ = false;
 };
 
 }  // namespace
