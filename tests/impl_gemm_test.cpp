@@ -146,6 +146,25 @@ TEST(ImplGemm, ReductionChunks) {
   unsetenv("CONVBWD_GEMM_CHUNK_STEPS");
 }
 
+TEST(ImplGemm, WeightSlabs) {
+  // Weight-heavy layers pack the weights slab by slab, each inside the task
+  // that runs every tile of the batch over it (gather_conv.cpp). Forced on
+  // small layers: slabs of 1, 2 and 3 blocks (a short last slab), column
+  // tails, stride phases, groups, transposed, several batches, exact sums.
+  for (const char* blocks : {"1", "2", "3"}) {
+    SCOPED_TRACE(std::string("CONVBWD_GEMM_SLAB_BLOCKS=") + blocks);
+    setenv("CONVBWD_GEMM_SLAB_BLOCKS", blocks, 1);
+    for (const char* desc : {"mb2ic70ih7oc23kh1", "mb2ic21ih9oc50kh3sh2ph1", "mb2ic36ih5oc38kh3ph1g2",
+                             "mb2ic9ih5oc60kh4sh2ph1_tr", "mb1ic12iw9oc40kw3pw1_dtbf16"})
+      check(desc, Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+    check("mb2ic21ih9oc50kh3ph1", Gradient::input, Layout::padded, Layout::reversed);
+    setenv("CONVBWD_GEMM_MAX_BATCH", "1", 1);
+    check("mb3ic21ih6oc50kh3sh2ph1", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+    unsetenv("CONVBWD_GEMM_MAX_BATCH");
+  }
+  unsetenv("CONVBWD_GEMM_SLAB_BLOCKS");
+}
+
 // The planar 1x1 path (gemm_fwd_1x1_nchw / gemm_dgrad_1x1_nchw): row tiles
 // of 6 output channels with tails, 16-pixel panels with a pixel tail, strips
 // of several panels per task (a short strip at the end of an image), 1D/3D,

@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <set>
@@ -137,37 +138,54 @@ std::string describe(const char* d, int which, double v, int64_t pos) {
 // small integers, so real zeros meet the Inf too (Inf * 0 = NaN there) and
 // finite sums are exact. Inputs and outputs in strided layouts every other
 // time. The outputs must equal the reference element by element.
+void check_one_nonfinite(const char* d) {
+  const Problem p = Problem::parse(d).value();
+  // USE_FP16 rounds fp32 operands to fp16 first: 70000 becomes Inf there.
+  std::vector<double> values = {kNaN, kInf, -kInf};
+  if (std::string(d).find("_math2") != std::string::npos) values.push_back(-70000.0);
+  int variant = 0;
+  for (int which = 0; which < 3; ++which)
+    for (double v : values)
+      for (int at = 0; at < 4; ++at) {
+        std::mt19937_64 rng(static_cast<uint64_t>(11 + variant));
+        const bool strided = variant++ % 2 == 1;
+        GuardedRun r = make_guarded_run(p, strided, strided, rng);
+        for (int o = 0; o < 3; ++o) operand(r, o).fill_random(rng, true);
+        GuardedTensor& t = operand(r, which);
+        const int64_t n = t.elements();
+        const int64_t pos = at == 0   ? 0
+                            : at == 1 ? n - 1
+                            : at == 2 ? n / 2
+                                      : static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+        t.set(pos, v);
+        for (int o = 0; o < 3; ++o) r.in_snapshots[o] = snapshot(operand(r, o));
+        ASSERT_EQ(run_plan(r), "") << describe(d, which, v, pos);
+      }
+}
+
 TEST(ReliabilitySpecialValues, OneNonFiniteMatchesTheReferenceExactly) {
   std::set<std::string> reached;
   for (const char* d : kShapes) {
-    const Problem p = Problem::parse(d).value();
     {
-      auto plan = Plan::create(p).value();
+      auto plan = Plan::create(Problem::parse(d).value()).value();
       for (int g = 0; g < 3; ++g) reached.insert(std::string(plan.implementation(static_cast<Gradient>(g))));
     }
-    // USE_FP16 rounds fp32 operands to fp16 first: 70000 becomes Inf there.
-    std::vector<double> values = {kNaN, kInf, -kInf};
-    if (std::string(d).find("_math2") != std::string::npos) values.push_back(-70000.0);
-    int variant = 0;
-    for (int which = 0; which < 3; ++which)
-      for (double v : values)
-        for (int at = 0; at < 4; ++at) {
-          std::mt19937_64 rng(static_cast<uint64_t>(11 + variant));
-          const bool strided = variant++ % 2 == 1;
-          GuardedRun r = make_guarded_run(p, strided, strided, rng);
-          for (int o = 0; o < 3; ++o) operand(r, o).fill_random(rng, true);
-          GuardedTensor& t = operand(r, which);
-          const int64_t n = t.elements();
-          const int64_t pos = at == 0   ? 0
-                              : at == 1 ? n - 1
-                              : at == 2 ? n / 2
-                                        : static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
-          t.set(pos, v);
-          for (int o = 0; o < 3; ++o) r.in_snapshots[o] = snapshot(operand(r, o));
-          ASSERT_EQ(run_plan(r), "") << describe(d, which, v, pos);
-        }
+    check_one_nonfinite(d);
   }
   for (const char* name : kMustReach) EXPECT_TRUE(reached.count(name)) << name << " was not exercised";
+}
+
+// Weight-heavy layers pack their weights slab by slab inside the GEMM tasks
+// (gather_conv.cpp); each slab's pack must report what it finds. Forced here
+// on small layers, with slabs of one and of two blocks.
+TEST(ReliabilitySpecialValues, WeightSlabsMatchTheReferenceExactly) {
+  for (const char* blocks : {"1", "2"}) {
+    SCOPED_TRACE(std::string("CONVBWD_GEMM_SLAB_BLOCKS=") + blocks);
+    setenv("CONVBWD_GEMM_SLAB_BLOCKS", blocks, 1);
+    for (const char* d : {"mb2ic40ih5oc18kh3ph1", "mb1ic17ih5iw4oc36kh3kw2sh2sw2ph1pw1_tr", "mb2g2ic34ih5oc36kh3sh2ph1"})
+      check_one_nonfinite(d);
+  }
+  unsetenv("CONVBWD_GEMM_SLAB_BLOCKS");
 }
 
 // One special value in each of two operands at once, every pair. A kernel

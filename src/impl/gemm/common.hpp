@@ -96,15 +96,20 @@ inline bool planar_1x1(const Geometry& g, std::string* why) {
   return true;
 }
 
-// Reduction steps per chunk: `steps`, capped by CONVBWD_GEMM_CHUNK_STEPS
-// (read at plan time), with which the tests cross chunk boundaries and split
-// runs on small problems.
+// A positive integer from environment variable `name`, else 0: the knobs,
+// read at plan time, with which the tests drive on small problems the paths
+// that real layers take for their size (several batches, chunks, slabs).
+inline int64_t test_knob(const char* name) {
+  const char* e = std::getenv(name);
+  const long long v = e ? std::atoll(e) : 0;
+  return v > 0 ? static_cast<int64_t>(v) : 0;
+}
+
+// Reduction steps per chunk: `steps`, capped by CONVBWD_GEMM_CHUNK_STEPS, so
+// that the tests cross chunk boundaries and split runs.
 inline int64_t chunk_steps(int64_t steps) {
-  if (const char* e = std::getenv("CONVBWD_GEMM_CHUNK_STEPS")) {
-    const long long v = std::atoll(e);
-    if (v > 0) steps = std::min<int64_t>(steps, v);
-  }
-  return steps;
+  const int64_t cap = test_knob("CONVBWD_GEMM_CHUNK_STEPS");
+  return cap > 0 ? std::min(steps, cap) : steps;
 }
 
 // Images per batch of channels-last copies: enough for kBatchPixels pixels
@@ -112,8 +117,7 @@ inline int64_t chunk_steps(int64_t steps) {
 // kBatchFloats of copies (one image at least): the copies are most of a
 // call's memory, and copying the whole batch at once made a transposed UNet
 // layer's peak RSS 2.4x PyTorch's. Within the budget, and capped by
-// CONVBWD_GEMM_MAX_BATCH (read at plan time), with which the tests drive the
-// several-batches path on small problems.
+// CONVBWD_GEMM_MAX_BATCH (test_knob).
 constexpr int64_t kBatchPixels = 4096;
 constexpr int64_t kBatchFloats = int64_t{1} << 20;  // 4 MiB
 inline int64_t batch_limit(int64_t n, int64_t budget_floats, int64_t fixed_floats, int64_t per_image_floats,
@@ -121,10 +125,7 @@ inline int64_t batch_limit(int64_t n, int64_t budget_floats, int64_t fixed_float
   int64_t b = std::min<int64_t>(n, (budget_floats - fixed_floats) / per_image_floats);
   const int64_t for_work = ceil_div(kBatchPixels, std::max<int64_t>(pixels_per_image, 1));
   b = std::min(b, std::max<int64_t>(1, std::min(for_work, kBatchFloats / per_image_floats)));
-  if (const char* e = std::getenv("CONVBWD_GEMM_MAX_BATCH")) {
-    const long long v = std::atoll(e);
-    if (v > 0) b = std::min<int64_t>(b, v);
-  }
+  if (const int64_t cap = test_knob("CONVBWD_GEMM_MAX_BATCH")) b = std::min(b, cap);
   return b;
 }
 

@@ -190,6 +190,24 @@ class GatherConvKernel final : public OpKernel {
     // Workspace: packed weights, then as many image copies as fit.
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
     image_floats_ = round_up(groups_ * src_.image_floats(), kAlignFloats);
+    // Weight-heavy layers (packed weights past 2 MB and over twice all the
+    // image copies: 1x1 2048->512, DCGAN 512->256, DeepLab's dilated
+    // 512->512) pack in slabs instead: a
+    // task packs up to 256 KB of neighbouring weight blocks into its
+    // thread's slab and runs every tile of the batch over them. The packed
+    // weights were the size of the weights (4 and 8 MB: the larger part of
+    // the call's memory) and every task streamed all of them from L3; a slab
+    // is packed once per batch and read from L2, and what streams instead is
+    // the smaller image copy, once per slab. Each tile's sum is unchanged.
+    // (3x3 256->256 @14, weights about the size of its copies, ran ~3%
+    // slower in slabs; DeepLab, 2.2x, 0.83x the time.)
+    // CONVBWD_GEMM_SLAB_BLOCKS (test_knob) forces slabs of that many blocks.
+    const int64_t forced_slab = test_knob("CONVBWD_GEMM_SLAB_BLOCKS");
+    if (forced_slab > 0 || (weights_floats_ > kSlabModeFloats && weights_floats_ > 2 * n_ * image_floats_)) {
+      slab_blocks_ = std::clamp<int64_t>(forced_slab > 0 ? forced_slab : kPackTaskFloats / wp_.block_floats(), 1,
+                                         wp_.blocks());
+      weights_floats_ = std::max(threads_, 1) * round_up(slab_blocks_ * wp_.block_floats(), kAlignFloats);
+    }
     const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
     int64_t pixels_per_image = 0;
     for (const Phase& ph : phases_) pixels_per_image += ph.pixels;
@@ -229,17 +247,23 @@ class GatherConvKernel final : public OpKernel {
     float* const img = wpk + weights_floats_;
     const int64_t blocks = wp_.blocks();
     // Each task packs a range of neighbouring blocks (pack reads them row by
-    // row), as many as stay in L2 for its NaN/Inf check.
-    const int64_t per_task = std::clamp<int64_t>(kPackTaskFloats / wp_.block_floats(), 1, blocks);
-    const int64_t ranges = ceil_div(blocks, per_task);
+    // row), as many as stay in L2 for its NaN/Inf check; in slab mode that
+    // range is a slab, packed by the task that uses it.
+    const int64_t per_range =
+        slab_blocks_ > 0 ? slab_blocks_ : std::clamp<int64_t>(kPackTaskFloats / wp_.block_floats(), 1, blocks);
+    const int64_t ranges = ceil_div(blocks, per_range);
     NonfiniteSeen seen;
-    pool.parallel_for(groups_ * ranges, threads_, [&](int64_t t, int) {
+    auto pack_range = [&](int64_t t, float* dst) {
       bool nonfinite = false;
-      const int64_t g = t / ranges, blk0 = t % ranges * per_task;
-      wp_.pack(args.b, g, blk0, std::min(per_task, blocks - blk0), wpk + (g * blocks + blk0) * wp_.block_floats(),
-               args.zero_nonfinite, args.found ? &nonfinite : nullptr);
+      const int64_t g = t / ranges, blk0 = t % ranges * per_range;
+      wp_.pack(args.b, g, blk0, std::min(per_range, blocks - blk0), dst, args.zero_nonfinite,
+               args.found ? &nonfinite : nullptr);
       seen.add(false, nonfinite);
-    });
+    };
+    if (slab_blocks_ == 0)
+      pool.parallel_for(groups_ * ranges, threads_,
+                        [&](int64_t t, int) { pack_range(t, wpk + (t / ranges * blocks + t % ranges * per_range) *
+                                                                      wp_.block_floats()); });
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
       const int64_t nb = std::min(batch_, n_ - n0);
       const int64_t planes = src_.planes();
@@ -254,8 +278,21 @@ class GatherConvKernel final : public OpKernel {
       // (7x7) fill whole tiles and each weight block is read once per task
       // rather than once per image.
       const int64_t per_group = tasks_per_group(nb);
-      pool.parallel_for(groups_ * per_group, threads_,
-                        [&](int64_t t, int) { compute(args, wpk, img, n0, nb, per_group, t); });
+      if (slab_blocks_ > 0) {
+        const int64_t slab_floats = weights_floats_ / std::max(threads_, 1);
+        pool.parallel_for(groups_ * ranges, threads_, [&](int64_t t, int thread) {
+          float* const slab = wpk + thread * slab_floats;
+          pack_range(t, slab);
+          const int64_t g = t / ranges, blk0 = t % ranges * per_range;
+          for (int64_t rest = 0; rest < per_group; ++rest)
+            compute(args, slab, blk0, std::min(blocks, blk0 + per_range), img, n0, nb, per_group,
+                    g * per_group + rest);
+        });
+      } else {
+        pool.parallel_for(groups_ * per_group, threads_, [&](int64_t t, int) {
+          compute(args, wpk + t / per_group * blocks * wp_.block_floats(), 0, blocks, img, n0, nb, per_group, t);
+        });
+      }
     }
     seen.report(args.found);
   }
@@ -267,8 +304,10 @@ class GatherConvKernel final : public OpKernel {
   const std::vector<int64_t>& task_ends(int64_t nb) const { return nb == batch_ ? task_ends_full_ : task_ends_tail_; }
   int64_t tasks_per_group(int64_t nb) const { return task_ends(nb).empty() ? 0 : task_ends(nb).back(); }
 
-  void compute(const OpArgs& args, const float* wpk, const float* img, int64_t n0, int64_t nb, int64_t per_group,
-               int64_t task) const {
+  // Task `task` of a batch: its tiles against weight blocks [b0, b1) of its
+  // group, packed from w on (block b0 first).
+  void compute(const OpArgs& args, const float* w, int64_t b0, int64_t b1, const float* img, int64_t n0, int64_t nb,
+               int64_t per_group, int64_t task) const {
     const int64_t g = task / per_group;
     const std::vector<int64_t>& ends = task_ends(nb);
     int64_t rest = task % per_group;
@@ -318,8 +357,8 @@ class GatherConvKernel final : public OpKernel {
     // only cut the same run/step sequence into consecutive pieces and the
     // tiles rest in fp32 between them, so every output's sum has the same
     // terms in the same order: the bits do not depend on the chunking.
-    for (int64_t blk = 0; blk < wp_.blocks(); ++blk) {
-      ka.b = wpk + (g * wp_.blocks() + blk) * wp_.block_floats();
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      ka.b = w + (blk - b0) * wp_.block_floats();
       const int cols = static_cast<int>(std::min<int64_t>(kNr, cols_ - blk * kNr));
       for (int64_t ch = 0; ch < chunks; ++ch) {
         const size_t first = ch == 0 ? 0 : static_cast<size_t>(ph.chunk_ends[static_cast<size_t>(ch) - 1]);
@@ -394,8 +433,12 @@ class GatherConvKernel final : public OpKernel {
   // weight blocks, and 24 pixels per pass still outpace that stream.
   static constexpr int64_t kMinBalancedTileGroup = 4;
   static constexpr int64_t kMaxReductionChunks = int64_t{1} << 16;
-  // Packed floats per weight-packing task: 256 KB, half of a Zen 3 L2.
+  // Packed floats per weight-packing task and per slab: 256 KB, half of a
+  // Zen 3 L2.
   static constexpr int64_t kPackTaskFloats = int64_t{1} << 16;
+  // Packed weights past which a layer whose copies are smaller packs in
+  // slabs (2 MB: past L2, so every task streamed them from L3).
+  static constexpr int64_t kSlabModeFloats = int64_t{1} << 19;
 
   OpSpec op_;
   int threads_ = 1;
@@ -408,6 +451,7 @@ class GatherConvKernel final : public OpKernel {
   std::vector<int64_t> task_ends_full_, task_ends_tail_;  // running task counts per phase
   int64_t tile_group_ = 16;
   int64_t weights_floats_ = 0, image_floats_ = 0, batch_ = 0;
+  int64_t slab_blocks_ = 0;  // > 0: slab mode, blocks per slab (see the constructor)
   bool ok_ = true;
 };
 
