@@ -60,6 +60,10 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
   }
 }
 
+namespace {
+constexpr int64_t kPrefetchRows = 8;
+}  // namespace
+
 void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
                       bool* found) const {
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
@@ -79,9 +83,19 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, f
   // whole row (8 KB for 2048 channels) past the previous one, and the pack
   // ran latency-bound at a sixth of the 2048->512 data gradient.
   dispatch(v.dtype, rounding, [&]<DataType T, OperandRounding R>() {
+    const char* const bytes = static_cast<const char*>(base);
+    const int64_t esize = T == DataType::f32 ? 4 : 2;
     for (int64_t q = 0; q < nred; ++q)
       for (int64_t b = 0; b < nblk; ++b) {
         const int64_t col0 = (blk0 + b) * kNr;
+        // Rows of a transposed weight are far apart (8 KB at 2048 channels),
+        // so no hardware prefetcher follows them: fetch a block's first and
+        // last element kPrefetchRows reduced steps ahead.
+        if (col_step == 1 && q + kPrefetchRows < nred) {
+          const int64_t ahead = first + col0 + (q + kPrefetchRows) * red_step;
+          __builtin_prefetch(bytes + ahead * esize);
+          __builtin_prefetch(bytes + (ahead + std::min<int64_t>(kNr, cols() - col0) - 1) * esize);
+        }
         const int64_t ncols = std::min<int64_t>(kNr, cols() - col0);
         float* o = dst + b * block_floats() + q * kNr;
         const int64_t row_q = first + col0 * col_step + q * red_step;
