@@ -192,8 +192,9 @@ TEST(ImplGemm, Planar1x1) {
 }
 // The planar 1x1 weight gradient (gemm_wgrad_1x1_nchw): k-tile and c-block
 // tails, pixel chunks (256) crossed within and across images, tasks split
-// over k-tiles and groups, dy read in place (fp32) or converted (bf16, f16,
-// operand rounding), strided weight-gradient views.
+// over k-tiles and groups or (more x channels than dy channels, enough
+// c-blocks) over c-blocks and groups, dy read in place (fp32) or converted
+// (bf16, f16, operand rounding), strided weight-gradient views.
 void check_1x1_wgrad(const std::string& desc, Layout out_layout = Layout::contiguous,
                      Fill fill_kind = Fill::uniform) {
   check(desc, Gradient::weight, Layout::contiguous, out_layout, fill_kind, &detail::kGemm1x1BwdWeightsImpl);
@@ -212,6 +213,13 @@ TEST(ImplGemm, Planar1x1Wgrad) {
   check_1x1_wgrad("mb2ic18ih9oc20kh1", Layout::padded);
   check_1x1_wgrad("mb2ic18ih9oc20kh1", Layout::reversed);
   check_1x1_wgrad("mb2ic19ih9oc21kh1_tr");
+  // Tasks over c-blocks: tails, chunks, groups (a task spanning two), dy
+  // converted per group.
+  check_1x1_wgrad("mb2ic70ih9oc13kh1");
+  check_1x1_wgrad("mb2ic50ih17iw19oc7kh1", Layout::contiguous, Fill::small_ints);
+  check_1x1_wgrad("mb2ic96ih8oc12kh1g2");
+  check_1x1_wgrad("mb2ic60ih8oc18kh1g3_dtbf16");
+  check_1x1_wgrad("mb2ic70ih9oc13kh1_math1", Layout::padded);
 }
 
 TEST(ImplGemm, Planar1x1Declines) {
