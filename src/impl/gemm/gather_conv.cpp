@@ -247,10 +247,13 @@ class GatherConvKernel final : public OpKernel {
     float* const img = wpk + weights_floats_;
     const int64_t blocks = wp_.blocks();
     // Each task packs a range of neighbouring blocks (pack reads them row by
-    // row), as many as stay in L2 for its NaN/Inf check; in slab mode that
-    // range is a slab, packed by the task that uses it.
+    // row), as many as stay in L2 for its NaN/Inf check, and no more than
+    // leave every thread a share; in slab mode that range is a slab, packed
+    // by the task that uses it.
     const int64_t per_range =
-        slab_blocks_ > 0 ? slab_blocks_ : std::clamp<int64_t>(kPackTaskFloats / wp_.block_floats(), 1, blocks);
+        slab_blocks_ > 0 ? slab_blocks_
+                         : std::clamp<int64_t>(kPackTaskFloats / wp_.block_floats(), 1,
+                                               ceil_div(groups_ * blocks, std::max(threads_, 1)));
     const int64_t ranges = ceil_div(blocks, per_range);
     NonfiniteSeen seen;
     auto pack_range = [&](int64_t t, float* dst) {
