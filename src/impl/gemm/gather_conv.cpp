@@ -192,9 +192,9 @@ class GatherConvKernel final : public OpKernel {
     image_floats_ = round_up(groups_ * src_.image_floats(), kAlignFloats);
     // Weight-heavy layers (packed weights past 2 MB and over twice all the
     // image copies: 1x1 2048->512, DCGAN 512->256, DeepLab's dilated
-    // 512->512) pack in slabs instead: a
-    // task packs up to 256 KB of neighbouring weight blocks into its
-    // thread's slab and runs every tile of the batch over them. The packed
+    // 512->512) pack in slabs instead: a task packs up to 256 KB of
+    // neighbouring weight blocks into its thread's slab and runs every tile
+    // of the batch over them. The packed
     // weights were the size of the weights (4 and 8 MB: the larger part of
     // the call's memory) and every task streamed all of them from L3; a slab
     // is packed once per batch and read from L2, and what streams instead is
