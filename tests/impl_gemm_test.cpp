@@ -57,6 +57,11 @@ TEST(ImplGemm, Strided) {
   check_both("mb2ic17ih11oc20kh3sh2ph1");
   check_both("mb2ic8ih13iw9oc7kh3kw2sh3sw2ph2pw0");
   check_both("mb1ic5ih9oc6kh1sh4");  // stride above the kernel: some gradient rows are zero
+  // 1D data gradients whose phase copy starts at a later gradient position
+  // (its stored position 0 is source position 1): the whole-row copy must
+  // not start at source position 0 (a fuzz finding).
+  check_both("mb3ic5iw11oc26kw1sw2pw1");
+  check_both("mb2ic21iw13oc17kw3sw3pw3");
 }
 TEST(ImplGemm, Dilated) { check_both("mb2ic9ih12oc18kh3dh2ph2"); }
 TEST(ImplGemm, AsymmetricPadding) { check_both("mb2ic8ih9oc8kh3ph1phr2pw0pwr1"); }

@@ -32,8 +32,11 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
     const int64_t c0 = cb * cp, nc = std::min(cp, cg - c0);
     // Unpadded rows that follow each other in the source as in the copy
     // (1x1 layers) convert as one run of pixels: the vector converter works
-    // 8 pixels at a time, and a 7x7 image's rows were all tails.
-    if (lo[1] == 0 && src[1] == ext[1] && w_lo == 0 && w_hi == ext[2] && lo[2] + src[2] == ext[2] &&
+    // 8 pixels at a time, and a 7x7 image's rows were all tails. Unpadded:
+    // stored and source positions coincide (lo == 0) and span the same
+    // extents; a data-gradient copy with lo < 0 (its first stored position
+    // is a later source one) goes row by row below.
+    if (lo[1] == 0 && lo[2] == 0 && src[1] == ext[1] && src[2] == ext[2] &&
         (ext[1] == 1 || st.sp[1] == ext[2] * st.sp[2])) {
       const int64_t pixels = ext[1] * ext[2];
       convert(base, v.dtype, rounding, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, st.sp[2],
