@@ -61,6 +61,20 @@ class DgradKernel final : public OpKernel {
     kc_ = std::min({k_, kMaxChunkChannels, std::max<int64_t>(8, kCopyFloats / band_)});
     u2_ = ceil_div(sp_.x[2], sp_.s[2]);
     acc_row_ = sp_.s[2] * u2_;
+    // The sizes below, bounded first in checked arithmetic: hostile channel
+    // counts overflowed the byte count (a fuzz finding: 2.2e17 output
+    // channels). Each rounding to 16 floats adds at most 15.
+    const Checked bound =
+        ((Checked(cbn_) * kLanes * band_ * 2 + Checked(std::min(k_, kMaxChunkChannels)) * band_ +
+          Checked(c_) * sp_.x[0] * sp_.x[1] * acc_row_ + (kMr * kLanes + 64)) *
+             std::max(threads_, 1) +
+         Checked(groups_) * cbn_ * k_ * kLanes + 16) *
+        4;
+    if (!bound.ok()) {
+      *why = "the band, accumulator and packed weight sizes overflow 64 bits";
+      ok_ = false;
+      return;
+    }
     acc_floats_ = c_ * sp_.x[0] * sp_.x[1] * acc_row_;
 
     // Where each last-dim tap lands: i2 = o2*s2 - p2 + r2*d2 = f2 + s2*u with
@@ -84,7 +98,7 @@ class DgradKernel final : public OpKernel {
     tacc_floats_ = kc_ < k_ ? round_up(cbn_ * band_pitch_ * kLanes, 16) : 0;
     slot_floats_ = t_floats + a_floats + round_up(acc_floats_, 16) + kMr * kLanes + tacc_floats_;
     const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + pack_floats_;
-    if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
+    if (!total.ok() || total.value() > workspace_budget(op) / 4) {
       *why = "the per-thread band and dx accumulator exceed the workspace budget";
       ok_ = false;
     }

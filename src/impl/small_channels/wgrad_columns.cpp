@@ -60,6 +60,19 @@ class WgradKernel final : public OpKernel {
     pixels_ = sp_.y_pixels();
     chunk_ = std::min(pixels_, kChunkPixels);
 
+    // The sizes below, bounded first in checked arithmetic: hostile channel
+    // counts overflowed the byte count (a fuzz finding: 2.2e17 output
+    // channels). Each rounding to 16 floats adds at most 15.
+    const Checked bound = ((Checked(chunk_) * kLanes + Checked(k_) * chunk_ + Checked(kt_) * 2 +
+                            Checked(c_) * x_pixels_ + 64) *
+                               std::max(threads_, 1) +
+                           Checked(tiles_) * (kMr * kLanes) + 16) *
+                          4;
+    if (!bound.ok()) {
+      *why = "the accumulator tiles and per-thread chunk copies overflow 64 bits";
+      ok_ = false;
+      return;
+    }
     acc_floats_ = round_up(tiles_ * kMr * kLanes, 16);
     // The dy copy is reserved even when dy is read in place: with NaN or Inf in
     // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
@@ -68,12 +81,12 @@ class WgradKernel final : public OpKernel {
     // thread would overflow the budget is read element by element instead.
     const Checked with_copy =
         (Checked(slot_floats_) + round_up(c_ * x_pixels_, 16)) * std::max(threads_, 1) + acc_floats_;
-    if (x_copy_ && with_copy.ok() && with_copy.value() * 4 <= workspace_budget(op))
+    if (x_copy_ && with_copy.ok() && with_copy.value() <= workspace_budget(op) / 4)
       slot_floats_ += round_up(c_ * x_pixels_, 16);
     else
       x_copy_ = false;
     const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + acc_floats_;
-    if (!total.ok() || total.value() * 4 > workspace_budget(op)) {
+    if (!total.ok() || total.value() > workspace_budget(op) / 4) {
       *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
       ok_ = false;
     }
