@@ -33,6 +33,11 @@ class Checked {
   Checked operator-(int64_t b) const { return v_ ? Checked(checked_sub(*v_, b)) : *this; }
   Checked operator+(const Checked& b) const { return b.v_ ? *this + *b.v_ : b; }
   Checked operator*(const Checked& b) const { return b.v_ ? *this * *b.v_ : b; }
+  // The next multiple of m (m > 0, v >= 0), as workspace sizes are rounded.
+  Checked rounded_up(int64_t m) const {
+    const Checked padded = *this + (m - 1);
+    return padded.v_ ? Checked(*padded.v_ / m * m) : padded;
+  }
   bool ok() const { return v_.has_value(); }
   int64_t value() const { return *v_; }
 

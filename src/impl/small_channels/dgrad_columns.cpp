@@ -61,22 +61,6 @@ class DgradKernel final : public OpKernel {
     kc_ = std::min({k_, kMaxChunkChannels, std::max<int64_t>(8, kCopyFloats / band_)});
     u2_ = ceil_div(sp_.x[2], sp_.s[2]);
     acc_row_ = sp_.s[2] * u2_;
-    // The sizes below, bounded first in checked arithmetic: hostile channel
-    // counts overflowed the byte count (a fuzz finding: 2.2e17 output
-    // channels). Each rounding to 16 floats adds at most 15.
-    const Checked bound =
-        ((Checked(cbn_) * kLanes * band_ * 2 + Checked(std::min(k_, kMaxChunkChannels)) * band_ +
-          Checked(c_) * sp_.x[0] * sp_.x[1] * acc_row_ + (kMr * kLanes + 64)) *
-             std::max(threads_, 1) +
-         Checked(groups_) * cbn_ * k_ * kLanes + 16) *
-        4;
-    if (!bound.ok()) {
-      *why = "the band, accumulator and packed weight sizes overflow 64 bits";
-      ok_ = false;
-      return;
-    }
-    acc_floats_ = c_ * sp_.x[0] * sp_.x[1] * acc_row_;
-
     // Where each last-dim tap lands: i2 = o2*s2 - p2 + r2*d2 = f2 + s2*u with
     // phase f2 and u = o2 + u0; o2 in [lo, hi) keeps u inside phase f2.
     for (int64_t r2 = 0; r2 < sp_.k[2]; ++r2) {
@@ -91,17 +75,25 @@ class DgradKernel final : public OpKernel {
       tap2_[static_cast<size_t>(r2)] = tp;
     }
 
-    pack_floats_ = round_up(groups_ * cbn_ * k_ * kLanes, 16);
-    const int64_t t_floats = round_up(cbn_ * kLanes * band_pitch_, 16);
-    const int64_t a_floats = round_up(kc_ * band_pitch_, 16);
+    // Sizes in checked arithmetic: hostile channel counts overflow them (a
+    // fuzz finding: 2.2e17 output channels).
+    const Checked acc = Checked(c_) * sp_.x[0] * sp_.x[1] * acc_row_;
+    const Checked pack = (Checked(groups_) * cbn_ * k_ * kLanes).rounded_up(16);
+    const Checked t_floats = (Checked(cbn_) * kLanes * band_pitch_).rounded_up(16);
+    const Checked a_floats = (Checked(kc_) * band_pitch_).rounded_up(16);
     // Accumulator tiles of a band between K chunks (none with one chunk).
-    tacc_floats_ = kc_ < k_ ? round_up(cbn_ * band_pitch_ * kLanes, 16) : 0;
-    slot_floats_ = t_floats + a_floats + round_up(acc_floats_, 16) + kMr * kLanes + tacc_floats_;
-    const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + pack_floats_;
+    const Checked tacc = kc_ < k_ ? t_floats : Checked(0);
+    const Checked slot = t_floats + a_floats + acc.rounded_up(16) + (kMr * kLanes) + tacc;
+    const Checked total = slot * std::max(threads_, 1) + pack;
     if (!total.ok() || total.value() > workspace_budget(op) / 4) {
       *why = "the per-thread band and dx accumulator exceed the workspace budget";
       ok_ = false;
+      return;
     }
+    acc_floats_ = acc.value();
+    pack_floats_ = pack.value();
+    tacc_floats_ = tacc.value();
+    slot_floats_ = slot.value();
   }
 
   bool ok() const { return ok_; }

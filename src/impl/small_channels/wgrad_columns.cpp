@@ -60,36 +60,29 @@ class WgradKernel final : public OpKernel {
     pixels_ = sp_.y_pixels();
     chunk_ = std::min(pixels_, kChunkPixels);
 
-    // The sizes below, bounded first in checked arithmetic: hostile channel
-    // counts overflowed the byte count (a fuzz finding: 2.2e17 output
-    // channels). Each rounding to 16 floats adds at most 15.
-    const Checked bound = ((Checked(chunk_) * kLanes + Checked(k_) * chunk_ + Checked(kt_) * 2 +
-                            Checked(c_) * x_pixels_ + 64) *
-                               std::max(threads_, 1) +
-                           Checked(tiles_) * (kMr * kLanes) + 16) *
-                          4;
-    if (!bound.ok()) {
-      *why = "the accumulator tiles and per-thread chunk copies overflow 64 bits";
+    // Sizes in checked arithmetic: hostile channel counts overflow them (a
+    // fuzz finding: 2.2e17 output channels).
+    const int64_t threads = std::max(threads_, 1);
+    const int64_t budget_floats = workspace_budget(op) / 4;
+    const Checked acc = (Checked(tiles_) * (kMr * kLanes)).rounded_up(16);
+    // The dy copy is reserved even when dy is read in place: with NaN or Inf in
+    // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
+    Checked slot = (Checked(chunk_) * kLanes).rounded_up(16) + (Checked(k_) * chunk_).rounded_up(16) +
+                   (Checked(kt_) * 2).rounded_up(16);
+    // The image copy is a speed-up, not a need: a long signal whose copy per
+    // thread would overflow the budget is read element by element instead.
+    const Checked with_copy = slot + (Checked(c_) * x_pixels_).rounded_up(16);
+    const Checked with_copy_total = with_copy * threads + acc;
+    x_copy_ = x_copy_ && with_copy_total.ok() && with_copy_total.value() <= budget_floats;
+    if (x_copy_) slot = with_copy;
+    const Checked total = slot * threads + acc;
+    if (!total.ok() || total.value() > budget_floats) {
+      *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
       ok_ = false;
       return;
     }
-    acc_floats_ = round_up(tiles_ * kMr * kLanes, 16);
-    // The dy copy is reserved even when dy is read in place: with NaN or Inf in
-    // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
-    slot_floats_ = round_up(chunk_ * kLanes, 16) + round_up(k_ * chunk_, 16) + round_up(2 * kt_, 16);
-    // The image copy is a speed-up, not a need: a long signal whose copy per
-    // thread would overflow the budget is read element by element instead.
-    const Checked with_copy =
-        (Checked(slot_floats_) + round_up(c_ * x_pixels_, 16)) * std::max(threads_, 1) + acc_floats_;
-    if (x_copy_ && with_copy.ok() && with_copy.value() <= workspace_budget(op) / 4)
-      slot_floats_ += round_up(c_ * x_pixels_, 16);
-    else
-      x_copy_ = false;
-    const Checked total = Checked(slot_floats_) * std::max(threads_, 1) + acc_floats_;
-    if (!total.ok() || total.value() > workspace_budget(op) / 4) {
-      *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
-      ok_ = false;
-    }
+    acc_floats_ = acc.value();
+    slot_floats_ = slot.value();
   }
 
   bool ok() const { return ok_; }
