@@ -186,8 +186,8 @@ TEST(CliCompare, CatchesErrorsAboveTolerance) {
 
 TEST(CliArgs, ParsesFlags) {
   const char* argv[] = {"convbwd", "--mode=perf", "--seed=42", "--repeats=7", "--threads=3", "--fill=ints",
-                        "--check-all", "mb2ic4ih8", "mb1ic2iw9"};
-  auto o = cli::parse_args(9, argv);
+                        "--check-all", "--cold-cache", "mb2ic4ih8", "mb1ic2iw9"};
+  auto o = cli::parse_args(10, argv);
   ASSERT_TRUE(o) << o.error().message;
   EXPECT_EQ(o->mode, cli::Mode::perf);
   EXPECT_EQ(o->seed, 42u);
@@ -195,6 +195,7 @@ TEST(CliArgs, ParsesFlags) {
   EXPECT_EQ(o->threads, 3);
   EXPECT_EQ(o->fill, cli::Fill::small_ints);
   EXPECT_TRUE(o->check_all);
+  EXPECT_TRUE(o->cold_cache);
   EXPECT_EQ(o->descriptors, (std::vector<std::string>{"mb2ic4ih8", "mb1ic2iw9"}));
 
   const char* none[] = {"convbwd"};
@@ -260,8 +261,8 @@ TEST(CliArgs, HelpExamplesAreValidProblems) {
   EXPECT_EQ(asym->padding_before, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(asym->padding_after, (std::vector<int64_t>{0, 1}));
   // Every flag the parser knows is documented.
-  for (const char* flag : {"--mode", "--seed", "--fill", "--repeats", "--warmup", "--threads", "--check-all",
-                           "--check-budget", "--batch", "--gradOutput", "--input", "--weight", "--out-dir",
+  for (const char* flag : {"--mode", "--seed", "--fill", "--repeats", "--warmup", "--cold-cache", "--threads",
+                           "--check-all", "--check-budget", "--batch", "--gradOutput", "--input", "--weight", "--out-dir",
                            "--verbose", "--help"})
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
 }

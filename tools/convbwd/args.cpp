@@ -52,6 +52,10 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       o.check_all = true;
       continue;
     }
+    if (arg == "--cold-cache") {
+      o.cold_cache = true;
+      continue;
+    }
     if (arg.size() < 2 || arg.substr(0, 2) != "--") {
       if (!arg.empty() && arg[0] == '-') return usage("unknown flag '" + std::string(arg) + "'");
       if (arg.empty()) return usage("empty argument; expected a descriptor such as " + std::string(kDefaultDescriptor));
@@ -180,6 +184,9 @@ FLAGS
                     [-3,3], for which fp32 results must match exactly
   --repeats=N       perf: timed runs (default 5; 3 when one run takes > 1 s)
   --warmup=N        perf: untimed runs before timing (default 1)
+  --cold-cache      perf: before every run, write a 64 MiB buffer, so the
+                    operands come from memory as in a training step rather
+                    than from the cache the previous run filled
   --threads=N       threads for the library (convbwd::set_num_threads) and for
                     the reference in check mode (default: CONVBWD_NUM_THREADS,
                     else all cores)

@@ -34,6 +34,7 @@ struct Options {
   Fill fill = Fill::uniform;
   std::optional<int> repeats;  // perf: timed runs (default 5, or 3 when one run is slow)
   int warmup = 1;
+  bool cold_cache = false;     // perf: evict the caches before every run
   std::optional<int> threads;  // convbwd::set_num_threads; unset: library default
   bool check_all = false;      // check every element even for huge problems
   double check_budget_gflop = 1;  // reference work above which a subset is checked

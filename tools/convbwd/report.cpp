@@ -18,6 +18,7 @@ std::string repro_line(Mode mode, const std::string& descriptor, const Options& 
     if (o.check_all) s += " --check-all";
   }
   if ((mode == Mode::perf || mode == Mode::all) && o.repeats) s += " --repeats=" + std::to_string(*o.repeats);
+  if ((mode == Mode::perf || mode == Mode::all) && o.cold_cache) s += " --cold-cache";
   if (o.threads) s += " --threads=" + std::to_string(*o.threads);
   return s;
 }
