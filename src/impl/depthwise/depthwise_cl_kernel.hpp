@@ -40,18 +40,6 @@ struct DwClKernel {
     if (v.zero_nonfinite) dw_zero_nonfinite(out, count);
   }
 
-  // count elements of a row into out[0..count rounded up to 8), zero-filled.
-  static void load_row8(const void* base, const DwView& v, int64_t off, int64_t count, float* out,
-                        OperandRounding rnd) {
-    if (v.sw == 1) {
-      V::load_row8(base, v.dtype, off, count, rnd, out);
-    } else {
-      dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
-      for (int64_t i = count; i % W != 0; ++i) out[i] = 0.0f;
-    }
-    if (v.zero_nonfinite) dw_zero_nonfinite(out, count);
-  }
-
   static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
     if (v.sw == 1 || count == 1)
       V::store_row(in, count, base, v.dtype, off);
@@ -59,12 +47,29 @@ struct DwClKernel {
       store_row_scalar(in, count, base, v.dtype, off, v.sw);
   }
 
+  // Elements [0, count) of the rows of nv channels whose first starts at
+  // element `first`, channels last into out: count rounded up to 8 pixels of
+  // 8 lanes, lanes nv.. and pixels past count +0.
+  static void load_rows8(const void* base, const DwView& v, int64_t first, int64_t nv, int64_t count,
+                         OperandRounding rnd, float* out) {
+    int64_t rows[W];
+    for (int64_t c = 0; c < nv; ++c) rows[c] = first + c * v.sc;
+    if (v.sw == 1)
+      V::load_rows_transposed(base, v.dtype, rows, nv, count, rnd, out);
+    else
+      dw_load_rows_transposed_generic(base, v.dtype, rows, v.sw, nv, count, rnd, out);
+    if (v.zero_nonfinite) dw_zero_nonfinite(out, (count + W - 1) / W * W * W);
+  }
+
+  static void zero_pixels(float* out, int64_t pixels) {
+    for (int64_t i = 0; i < pixels; ++i) V::store(out + i * W, V::zero());
+  }
+
   // The input plane of channels [ch0, ch0+nv) of image n into the padded
-  // channels-last plane `out` (ld x lh x rw pixels of 8 floats). tmp holds 8
-  // rows of srcw8 floats; rows nv.. are zero (the caller zeroes them once).
-  // Returns whether it holds a NaN or +-Inf, if p.report_nonfinite asks.
+  // channels-last plane `out` (ld x lh x rw pixels of 8 floats). Returns
+  // whether it holds a NaN or +-Inf, if p.report_nonfinite asks.
   static bool pack_plane(const DwClPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv,
-                         float* out, float* tmp) {
+                         float* out) {
     const int64_t row = p.rw * W;
     for (int64_t dp = 0; dp < p.ld; ++dp) {
       const int64_t d = dp - p.bd;
@@ -72,17 +77,14 @@ struct DwClKernel {
         const int64_t h = hp - p.bh;
         float* o = out + (dp * p.lh + hp) * row;
         if (d < 0 || d >= p.srcd || h < 0 || h >= p.srch) {
-          std::memset(o, 0, static_cast<size_t>(row) * sizeof(float));
+          zero_pixels(o, p.rw);
           continue;
         }
-        for (int64_t c = 0; c < nv; ++c) {
-          float* t = tmp + c * p.srcw8;
-          // Columns past the row become the zero padding after it.
-          load_row8(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh, p.srcw, t, p.rounding);
-        }
-        std::memset(o, 0, static_cast<size_t>(p.bw * W) * sizeof(float));
-        for (int64_t j = 0; j < p.srcw8; j += W) V::transpose8(tmp + j, p.srcw8, o + (p.bw + j) * W, W);
-        std::memset(o + (p.bw + p.srcw8) * W, 0, static_cast<size_t>((p.rw - p.bw - p.srcw8) * W) * sizeof(float));
+        zero_pixels(o, p.bw);
+        // Columns past the row become the zero padding after it.
+        load_rows8(base, v, v.off + n * v.sn + ch0 * v.sc + d * v.sd + h * v.sh, nv, p.srcw, p.rounding,
+                   o + p.bw * W);
+        zero_pixels(o + (p.bw + p.srcw8) * W, p.rw - p.bw - p.srcw8);
       }
     }
     return p.report_nonfinite && V::any_nonfinite(out, p.ld * p.lh * p.rw * W);
@@ -266,8 +268,7 @@ struct DwClKernel {
     float* w = s + p.off_w;
     float* orow = s + p.off_row;
     float* tmp = s + p.off_tmp;
-    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
-    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, tmp) ? kNonfiniteA : 0;
+    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in) ? kNonfiniteA : 0;
     if (pack_weights(p, b, bk, ch, w, s)) nonfinite |= kNonfiniteB;
     const int64_t ks = p.kd * p.kh * p.kw, row = p.rw * W, step = p.sw * W;
     const int64_t* toff = p.toff.data();
@@ -413,8 +414,7 @@ struct DwClKernel {
     const Chans ch = chans(p, bk);
     float* in = s + p.off_in;
     float* w = s + p.off_w;
-    std::memset(s + p.off_tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.xw8)) * sizeof(float));
-    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in, s + p.off_tmp) ? kNonfiniteA : 0;
+    unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in) ? kNonfiniteA : 0;
     if (pack_weights(p, b, bk, ch, w, s)) nonfinite |= kNonfiniteB;
     bwd_data_rows(p, a, dst, n, ch, in, w, s, task + p.ahead);
     return nonfinite;
@@ -593,11 +593,10 @@ struct DwClKernel {
     float* acc = s + p.off_acc;
     float* tmp = s + p.off_tmp;
     std::memset(acc, 0, static_cast<size_t>(weight_acc_floats(p)) * sizeof(float));
-    std::memset(tmp, 0, static_cast<size_t>(W * std::max(p.srcw8, p.yw8)) * sizeof(float));
     unsigned nonfinite = 0;
     for (int64_t n = 0; n < p.n; ++n) {
-      if (pack_plane(p, b, p.b, n, wc.x0, wc.nx, xbuf, tmp)) nonfinite |= kNonfiniteB;
-      if (pack_dy(p, a, n, wc.y0, wc.ny, ybuf, tmp)) nonfinite |= kNonfiniteA;
+      if (pack_plane(p, b, p.b, n, wc.x0, wc.nx, xbuf)) nonfinite |= kNonfiniteB;
+      if (pack_dy(p, a, n, wc.y0, wc.ny, ybuf)) nonfinite |= kNonfiniteA;
       weights_image(p, a, b, n, wc, xbuf, own_dy(p, ybuf), acc);
     }
     store_weights(p, dst, task, acc, tmp);
@@ -684,17 +683,15 @@ struct DwClKernel {
     float* wpk = sd + pd.off_w;
     float* xbuf = sw + pw.off_in;
     float* acc = sw + pw.off_acc;
-    std::memset(sd + pd.off_tmp, 0, static_cast<size_t>(W * std::max(pd.srcw8, pd.xw8)) * sizeof(float));
-    std::memset(sw + pw.off_tmp, 0, static_cast<size_t>(W * std::max(pw.srcw8, pw.yw8)) * sizeof(float));
     std::memset(acc, 0, static_cast<size_t>(weight_acc_floats(pw)) * sizeof(float));
     std::memset(lanes, 0, static_cast<size_t>(W * W) * sizeof(float));
     bool nonfinite = pack_weights(pd, w, bk, ch, wpk, sd);
     const YPlane y{in + ((pd.bd * pd.lh + pd.bh) * pd.rw + pd.bw) * W, pd.lh * pd.rw * W, pd.rw * W};
     for (int64_t n = 0; n < pd.n; ++n) {
-      nonfinite |= pack_plane(pd, dy, pd.a, n, ch.in0, ch.nin, in, sd + pd.off_tmp);
+      nonfinite |= pack_plane(pd, dy, pd.a, n, ch.in0, ch.nin, in);
       bwd_data_rows(pd, dy, dst[0], n, ch, in, wpk, sd, (n + 1) * pd.blocks + bk);
       if (p.bias) bias_image(pd, y, lanes);
-      nonfinite |= pack_plane(pw, x, pw.b, n, wc.x0, wc.nx, xbuf, sw + pw.off_tmp);
+      nonfinite |= pack_plane(pw, x, pw.b, n, wc.x0, wc.nx, xbuf);
       weights_image(pw, dy, x, n, wc, xbuf, y, acc);
     }
     store_weights(pw, dst[1], bk, acc, sw + pw.off_tmp);
@@ -728,18 +725,12 @@ struct DwClKernel {
 
   // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw8][lane], unpadded.
   // Returns whether they hold a NaN or +-Inf, if p.report_nonfinite asks.
-  static bool pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out,
-                      float* tmp) {
+  static bool pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out) {
     const DwView& v = p.a;
     for (int64_t od = 0; od < p.yd; ++od)
-      for (int64_t oh = 0; oh < p.yh; ++oh) {
-        for (int64_t c = 0; c < nv; ++c) {
-          float* t = tmp + c * p.yw8;
-          load_row8(base, v, v.off + n * v.sn + (ch0 + c) * v.sc + od * v.sd + oh * v.sh, p.yw, t, p.rounding);
-        }
-        float* o = out + (od * p.yh + oh) * p.yw8 * W;
-        for (int64_t j = 0; j < p.yw8; j += W) V::transpose8(tmp + j, p.yw8, o + j * W, W);
-      }
+      for (int64_t oh = 0; oh < p.yh; ++oh)
+        load_rows8(base, v, v.off + n * v.sn + ch0 * v.sc + od * v.sd + oh * v.sh, nv, p.yw, p.rounding,
+                   out + (od * p.yh + oh) * p.yw8 * W);
     return p.report_nonfinite && V::any_nonfinite(out, p.yd * p.yh * p.yw8 * W);
   }
 

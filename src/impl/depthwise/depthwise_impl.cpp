@@ -32,6 +32,20 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
   }
 }
 
+void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
+                                     int64_t n, OperandRounding rounding, float* out) {
+  const int64_t n8 = (n + kDwLanes - 1) / kDwLanes * kDwLanes;
+  std::fill(out, out + n8 * kDwLanes, 0.0f);
+  float v[kDwLanes];
+  for (int64_t j = 0; j < n; j += kDwLanes) {
+    const int64_t cnt = std::min(kDwLanes, n - j);
+    for (int64_t c = 0; c < nv; ++c) {
+      dw_load_row_generic(base, dt, rows[c] + j * stride, stride, cnt, rounding, v);
+      for (int64_t i = 0; i < cnt; ++i) out[(j + i) * kDwLanes + c] = v[i];
+    }
+  }
+}
+
 void dw_zero_nonfinite(float* p, int64_t n) { zero_nonfinite(p, n); }
 
 namespace {

@@ -83,6 +83,11 @@ void dw_zero_nonfinite(float* p, int64_t n);
 // rounding says.
 void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t stride, int64_t n,
                          OperandRounding rounding, float* out);
+// Elements [0, n) of up to 8 rows (row c: base[rows[c] + i*stride], c < nv)
+// as fp32, rounded, channels last: out[j*8 + c] for j < n rounded up to 8;
+// rows c >= nv and elements past n are +0.
+void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
+                                     int64_t n, OperandRounding rounding, float* out);
 
 // One task of a depthwise/grouped plan; scratch holds p.scratch_floats floats.
 void depthwise_task_scalar(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch);

@@ -74,11 +74,10 @@ struct VecAvx2 {
     }
   }
 
-  // out[j*os + i] = in[i*is + j] for i, j < 8: the classic unpack /
-  // shuffle / 128-bit permute network (24 shuffles per 64 floats).
-  static void transpose8(const float* in, int64_t is, float* out, int64_t os) {
-    R r[8], t[8];
-    for (int i = 0; i < 8; ++i) r[i] = load(in + i * is);
+  // r[i] lane j becomes r[j] lane i: the classic unpack / shuffle / 128-bit
+  // permute network (24 shuffles per 64 floats).
+  static void transpose8_regs(R* r) {
+    R t[8];
     t[0] = _mm256_unpacklo_ps(r[0], r[1]);
     t[1] = _mm256_unpackhi_ps(r[0], r[1]);
     t[2] = _mm256_unpacklo_ps(r[2], r[3]);
@@ -87,22 +86,60 @@ struct VecAvx2 {
     t[5] = _mm256_unpackhi_ps(r[4], r[5]);
     t[6] = _mm256_unpacklo_ps(r[6], r[7]);
     t[7] = _mm256_unpackhi_ps(r[6], r[7]);
-    r[0] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[1] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[2] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[3] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2));
-    r[4] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(1, 0, 1, 0));
-    r[5] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(3, 2, 3, 2));
-    r[6] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(1, 0, 1, 0));
-    r[7] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(3, 2, 3, 2));
-    store(out + 0 * os, _mm256_permute2f128_ps(r[0], r[4], 0x20));
-    store(out + 1 * os, _mm256_permute2f128_ps(r[1], r[5], 0x20));
-    store(out + 2 * os, _mm256_permute2f128_ps(r[2], r[6], 0x20));
-    store(out + 3 * os, _mm256_permute2f128_ps(r[3], r[7], 0x20));
-    store(out + 4 * os, _mm256_permute2f128_ps(r[0], r[4], 0x31));
-    store(out + 5 * os, _mm256_permute2f128_ps(r[1], r[5], 0x31));
-    store(out + 6 * os, _mm256_permute2f128_ps(r[2], r[6], 0x31));
-    store(out + 7 * os, _mm256_permute2f128_ps(r[3], r[7], 0x31));
+    R u[8];
+    u[0] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[1] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[2] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[3] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(1, 0, 1, 0));
+    u[5] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(3, 2, 3, 2));
+    u[6] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(1, 0, 1, 0));
+    u[7] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(3, 2, 3, 2));
+    for (int i = 0; i < 4; ++i) {
+      r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+      r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+  }
+
+  // out[j*os + i] = in[i*is + j] for i, j < 8.
+  static void transpose8(const float* in, int64_t is, float* out, int64_t os) {
+    R r[8];
+    for (int i = 0; i < 8; ++i) r[i] = load(in + i * is);
+    transpose8_regs(r);
+    for (int j = 0; j < 8; ++j) store(out + j * os, r[j]);
+  }
+
+  // Elements [0, n) of up to 8 contiguous rows (row c at element rows[c] of
+  // base, c < nv), channels last: out[j*8 + c] for j < n rounded up to 8,
+  // rounded as rnd asks; rows c >= nv and elements past n are +0. Straight
+  // from the rows into registers: through a row copy and a transpose of the
+  // copy, packing a short row took about 4 times the instructions.
+  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                   OperandRounding rnd, float* out) {
+    switch (dt) {
+      case DataType::f32: return load_rows_transposed_t<DataType::f32>(base, rows, nv, n, rnd, out);
+      case DataType::f16: return load_rows_transposed_t<DataType::f16>(base, rows, nv, n, rnd, out);
+      case DataType::bf16: return load_rows_transposed_t<DataType::bf16>(base, rows, nv, n, rnd, out);
+      default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, out);
+    }
+  }
+  template <DataType T>
+  static void load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
+                                     OperandRounding rnd, float* out) {
+    for (int64_t j = 0; j < n; j += W) {
+      const int64_t cnt = std::min<int64_t>(W, n - j);
+      R r[8];
+      for (int c = 0; c < 8; ++c) {
+        if (c >= nv)
+          r[c] = zero();
+        else if (cnt == W)
+          r[c] = round(from(base, T, rows[c] + j), rnd);
+        else
+          r[c] = round(avx2::load_partial<T>(base, rows[c] + j, cnt), rnd);
+      }
+      transpose8_regs(r);
+      for (int i = 0; i < 8; ++i) store(out + (j + i) * W, r[i]);
+    }
   }
 
   // out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal
@@ -179,20 +216,6 @@ struct VecAvx2 {
       store(res, round(from(in, dt, 0), rnd));
       std::memcpy(out + i, res, static_cast<size_t>(n - i) * sizeof(float));
     }
-  }
-
-  // load_row for n contiguous elements into out[0..n rounded up to 8), the
-  // lanes past n zero: the tail through a masked load rather than a copy
-  // (one call per row was a large share of packing short rows).
-  static void load_row8(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
-    if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
-      dw_load_row_generic(base, dt, off, 1, n, rnd, out);
-      for (int64_t i = n; i % W != 0; ++i) out[i] = 0.0f;
-      return;
-    }
-    int64_t i = 0;
-    for (; i + W <= n; i += W) store(out + i, round(from(base, dt, off + i), rnd));
-    if (i < n) store(out + i, round(from_partial(base, dt, off + i, n - i), rnd));
   }
 
   // Rounds n fp32 values once into dt, stored contiguously at base[off..).

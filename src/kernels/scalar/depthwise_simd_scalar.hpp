@@ -69,6 +69,10 @@ struct VecScalar {
       for (int j = 0; j < 8; ++j) t[j][i] = in[i * is + j];
     for (int j = 0; j < 8; ++j) std::memcpy(out + j * os, t[j], sizeof t[j]);
   }
+  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                   OperandRounding rnd, float* out) {
+    dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, out);
+  }
   static void stream_row(const float* in, int64_t n, float* out) {
     std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
   }
@@ -89,10 +93,6 @@ struct VecScalar {
       return;
     }
     dw_load_row_generic(base, dt, off, 1, n, rnd, out);
-  }
-  static void load_row8(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
-    load_row(base, dt, off, n, rnd, out);
-    for (int64_t i = n; i % W != 0; ++i) out[i] = 0.0f;
   }
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
     store_row_scalar(in, n, base, dt, off, 1);
