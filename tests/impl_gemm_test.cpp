@@ -129,6 +129,29 @@ TEST(ImplGemm, SeveralBatches) {
   unsetenv("CONVBWD_GEMM_MAX_BATCH");
 }
 
+TEST(ImplGemm, WeightGradientOnePassWhenAllCopiesFitTheTileBuffer) {
+  // A short reduction runs in one pass over every image's copies at once
+  // when they take no more memory than the tile buffer they replace, even
+  // where the batch rule alone would copy fewer images (DeepLab's 512->512:
+  // two images, 7 MB of copies, against 9.4 MB of tiles). The batch cap
+  // stands in for that rule here: the plan must still hold no tile buffer
+  // (the weights' size in fp32), and the sums stay exact.
+  setenv("CONVBWD_GEMM_MAX_BATCH", "1", 1);
+  for (const char* desc : {"mb3ic40ih3oc40kh3ph1", "mb2ic30ih3iw4oc44kh3ph1g2"}) {
+    SCOPED_TRACE(desc);
+    auto p = Problem::parse(desc);
+    ASSERT_TRUE(p) << p.error().message;
+    auto spec = detail::validate(p.value());
+    ASSERT_TRUE(spec) << spec.error().message;
+    std::string why;
+    auto k = detail::kGemmBwdWeightsImpl.plan(spec->op_for(Gradient::weight), {Isa::scalar, 2}, &why);
+    ASSERT_TRUE(k) << why;
+    EXPECT_LT(k->workspace_bytes(), static_cast<size_t>(spec->grads[1].elements()) * sizeof(float));
+    check(desc, Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+  }
+  unsetenv("CONVBWD_GEMM_MAX_BATCH");
+}
+
 TEST(ImplGemm, ReductionChunks) {
   // The forward and the data gradient cut each tile's reduction (taps x
   // channels) into chunks of at most N steps, splitting runs at chunk ends.
