@@ -3,6 +3,7 @@
 // parameter and the value given.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -269,6 +270,11 @@ TEST(Validation, InputSmallerThanDilatedKernel) {
   p.padding_before = {0, 0};
   p.dilation = {3, 1};  // dilated kernel 7 > 5
   expect_invalid(p, {"spatial dim 0", "input size 5", "padding 0+0", "dilated kernel 7"});
+  // A dilated kernel whose extent, (2-1)*(2^63-1) + 1, passes 2^63 (a fuzz
+  // finding: the message's +1 overflowed).
+  p.weight.dims = {6, 2, 2, 3};
+  p.dilation = {INT64_MAX, 1};
+  expect_invalid(p, {"spatial dim 0", "input size 5", "dilated kernel (over 2^63)"});
 }
 
 TEST(Validation, TransposedOutputNotPositive) {

@@ -243,11 +243,16 @@ Result<Spec> validate(const Problem& given) {
     Checked out(0);
     if (!p.transposed) {
       const Checked num = Checked(in) + p.padding_before[i] + p.padding_after[i] - 1 + Checked(-1) * span;
-      if (num.ok() && num.value() < 0)
+      if (num.ok() && num.value() < 0) {
+        // The kernel's extent can itself pass 2^63 (a fuzz finding: the
+        // message's +1 overflowed).
+        const Checked extent = span + 1;
         return invalid("spatial dim " + std::to_string(i) + ": input size " + std::to_string(in) +
                        " with padding " + std::to_string(p.padding_before[i]) + "+" +
                        std::to_string(p.padding_after[i]) + " is smaller than the dilated kernel " +
-                       std::to_string(span.ok() ? span.value() + 1 : -1) + "; the output would be empty");
+                       (extent.ok() ? std::to_string(extent.value()) : std::string("(over 2^63)")) +
+                       "; the output would be empty");
+      }
       out = num.ok() ? Checked(num.value() / p.stride[i] + 1) : num;
     } else {
       out = Checked(in - 1) * p.stride[i] - p.padding_before[i] - p.padding_after[i] + span +
