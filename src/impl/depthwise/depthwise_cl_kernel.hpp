@@ -58,7 +58,7 @@ struct DwClKernel {
       V::load_rows_transposed(base, v.dtype, rows, nv, count, rnd, out);
     else
       dw_load_rows_transposed_generic(base, v.dtype, rows, v.sw, nv, count, rnd, out);
-    if (v.zero_nonfinite) dw_zero_nonfinite(out, (count + W - 1) / W * W * W);
+    if (v.zero_nonfinite) dw_zero_nonfinite(out, dw_round_up(count, W) * W);
   }
 
   static void zero_pixels(float* out, int64_t pixels) {

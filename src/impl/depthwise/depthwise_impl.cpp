@@ -34,8 +34,7 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
 
 void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
                                      int64_t n, OperandRounding rounding, float* out) {
-  const int64_t n8 = (n + kDwLanes - 1) / kDwLanes * kDwLanes;
-  std::fill(out, out + n8 * kDwLanes, 0.0f);
+  std::fill(out, out + dw_round_up(n, kDwLanes) * kDwLanes, 0.0f);
   float v[kDwLanes];
   for (int64_t j = 0; j < n; j += kDwLanes) {
     const int64_t cnt = std::min(kDwLanes, n - j);
@@ -474,7 +473,9 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   p.off_y = region(op.op == Op::bwd_weights ? p.yd * p.yh * p.yw8 * W : 0);
   p.off_w = region(op.op == Op::bwd_weights ? 0 : ks * p.cin * W);
   p.off_row = region(op.op == Op::bwd_weights ? 0 : out_row * W);
-  p.off_tmp = region(W * std::max({p.srcw8, p.yw8, p.xw8, dw_round_up(p.kw, W)}));
+  // tmp: an output row on its way back to NCHW (8 channel rows of yw8 or
+  // xw8), or a weight row's kw values. Packing reads straight into registers.
+  p.off_tmp = region(W * std::max({p.yw8, p.xw8, dw_round_up(p.kw, W)}));
   p.off_acc = region(op.op == Op::bwd_weights ? ks * p.kg * W : 0);
   p.off_wtmp = region(op.op == Op::bwd_weights ? 0 : (grouped ? p.kg : W) * p.cg * ks);
   {
