@@ -81,17 +81,22 @@ class WgradKernel final : public OpKernel {
     const int64_t rows_all = n_ * sp_.y[0] * sp_.y[1];
     acc_floats_ = round_up(std::max(threads_, 1) * kMr * kNr, kAlignFloats);
     const Checked tile_buffer = (Checked(tiles_) * (kMr * kNr)).rounded_up(kAlignFloats);
+    if (!tile_buffer.ok()) {
+      *why = "the weight gradient's tile buffer overflows 64 bits";
+      ok_ = false;
+      return;
+    }
     const Checked all_copies = Checked(n_) * image_floats_;
     // Every image's copies at once: within the batch rule, or within the
     // tile buffer they replace (DeepLab's 512->512: two images, 7 MB of
     // copies, 9.4 MB of tiles), so that one pass never asks for more.
     const bool copies_fit =
         batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels()) == n_ ||
-        (tile_buffer.ok() && all_copies.ok() && all_copies.value() <= tile_buffer.value() &&
+        (all_copies.ok() && all_copies.value() <= tile_buffer.value() &&
          all_copies.value() <= budget - acc_floats_ - kAlignFloats);
     one_pass_ = rows_all <= kMaxRuns && rows_all * sp_.y[2] <= chunk_steps(kOnePassSteps) && copies_fit;
     if (one_pass_) rows_per_chunk_ = rows_all;
-    else acc_floats_ = round_up(tiles_ * kMr * kNr, kAlignFloats);
+    else acc_floats_ = tile_buffer.value();
     batch_ = one_pass_ ? n_ : batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels());
     if (batch_ < 1) {
       *why = "one image's channels-last copies do not fit the workspace budget";
