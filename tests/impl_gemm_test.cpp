@@ -219,7 +219,8 @@ TEST(ImplGemm, Planar1x1) {
   check_1x1("mb2ic13ih11oc6kh1_tr_dtbf16");
 }
 // The planar 1x1 weight gradient (gemm_wgrad_1x1_nchw): k-tile and c-block
-// tails, pixel chunks (256) crossed within and across images, tasks split
+// tails, one pass over the batch (short reductions) or pixel chunks (256)
+// crossed within and across images, tasks split
 // over k-tiles and groups or (more x channels than dy channels, enough
 // c-blocks) over c-blocks and groups, dy read in place (fp32) or converted
 // (bf16, f16, operand rounding), strided weight-gradient views.
@@ -248,10 +249,51 @@ TEST(ImplGemm, Planar1x1Wgrad) {
   check_1x1_wgrad("mb2ic96ih8oc12kh1g2");
   check_1x1_wgrad("mb2ic60ih8oc18kh1g3_dtbf16");
   check_1x1_wgrad("mb2ic70ih9oc13kh1_math1", Layout::padded);
+  // Chunks (images over 256 pixels) with dy converted, over k-tiles and
+  // over c-blocks.
+  check_1x1_wgrad("mb2ic18ih17iw19oc20kh1_dtbf16");
+  check_1x1_wgrad("mb2ic70ih17iw19oc13kh1_dtf16:bf16:f32");
+}
+
+// One pass (every image's pixels in one kernel call per tile, stored from
+// registers): 7x7 images, which only this mode takes, many runs, tasks over
+// c-blocks, dy converted per run, groups, tails, exact sums, strided views.
+TEST(ImplGemm, Planar1x1WgradOnePass) {
+  check_1x1_wgrad("mb8ic16ih7oc12kh1");
+  check_1x1_wgrad("mb32ic17ih7oc13kh1", Layout::contiguous, Fill::small_ints);  // 1568 steps, 32 runs
+  check_1x1_wgrad("mb3ic70ih7oc13kh1");                                         // tasks over c-blocks
+  check_1x1_wgrad("mb2ic60ih7oc18kh1g3_dtbf16");
+  check_1x1_wgrad("mb3ic70ih7oc13kh1_dtf16:bf16:f32");
+  check_1x1_wgrad("mb4ic40ih9iw11oc30kh1", Layout::contiguous, Fill::small_ints);
+  check_1x1_wgrad("mb2ic18ih7oc20kh1_math1", Layout::padded);
+  check_1x1_wgrad("mb2ic18ih7oc20kh1", Layout::reversed);
+}
+// It holds no fp32 tile buffer: the workspace is the per-thread x panels
+// (and no dy rows, read in place in fp32), far below the weight gradient's
+// fp32 size; and it stops where the reduction is too long for one pass.
+TEST(ImplGemm, Planar1x1WgradOnePassHoldsNoTileBuffer) {
+  auto plan = [](const char* d) {
+    auto p = Problem::parse(d);
+    EXPECT_TRUE(p) << p.error().message;
+    auto spec = detail::validate(p.value());
+    EXPECT_TRUE(spec) << spec.error().message;
+    std::string why;
+    auto k = detail::kGemm1x1BwdWeightsImpl.plan(spec->op_for(Gradient::weight), {Isa::scalar, 2}, &why);
+    EXPECT_TRUE(k || !why.empty());
+    return k;
+  };
+  const size_t tiles = size_t{1024} * 512 * sizeof(float);  // the weight gradient in fp32
+  auto one = plan("mb8ic1024ih7oc512kh1");
+  ASSERT_TRUE(one);
+  EXPECT_LT(one->workspace_bytes(), tiles / 4);
+  EXPECT_FALSE(plan("mb33ic1024ih7oc512kh1"));  // 1617 steps of 49-pixel images
+  auto chunked = plan("mb8ic1024ih16oc512kh1");  // 2048 steps: chunks, tiles in fp32
+  ASSERT_TRUE(chunked);
+  EXPECT_GE(chunked->workspace_bytes(), tiles);
 }
 
 TEST(ImplGemm, Planar1x1Declines) {
-  for (const char* d : {"mb2ic16ih8oc12kh3ph1", "mb2ic16ih8oc12kh1sh2", "mb2ic16ih8oc12kh1ph1", "mb2ic16ih7oc12kh1"}) {
+  for (const char* d : {"mb2ic16ih8oc12kh3ph1", "mb2ic16ih8oc12kh1sh2", "mb2ic16ih8oc12kh1ph1", "mb40ic16ih7oc12kh1"}) {
     auto p = Problem::parse(d);
     ASSERT_TRUE(p) << p.error().message;
     auto spec = detail::validate(p.value());

@@ -76,25 +76,22 @@ inline bool supported(const OpSpec& op, std::string* why) {
 }
 
 // The planar 1x1 paths (nchw_1x1.cpp, wgrad_1x1.cpp) take 1x1, stride-1,
-// unpadded layers with at least 64 pixels per image. Fewer (the 7x7 layers)
-// leave 16-pixel strips mostly tail, and each image's strip would stream the
-// whole weight matrix again: the gather path's tiles run across the batch.
+// unpadded layers.
 inline bool planar_1x1(const Geometry& g, std::string* why) {
-  int64_t pixels = 1;
   for (int d = 0; d < g.spatial; ++d) {
     if (g.ksize[d] != 1 || g.stride[d] != 1 || g.pad_before[d] != 0 || g.pad_after[d] != 0 ||
         g.xsize[d] != g.ysize[d]) {
       *why = "not a 1x1, stride-1, unpadded convolution";
       return false;
     }
-    pixels *= g.xsize[d];
-  }
-  if (pixels < 64) {
-    *why = "fewer than 64 pixels per image";
-    return false;
   }
   return true;
 }
+// Images of fewer pixels (the 7x7 layers) leave 16-pixel strips or chunks
+// mostly tail, and each image's strip would stream the whole weight matrix
+// again: the gather path's tiles run across the batch. (The planar weight
+// gradient's one pass, which runs across the batch too, takes them.)
+constexpr int64_t kPlanarMinPixels = 64;
 
 // A positive integer from environment variable `name`, else 0: the knobs,
 // read at plan time, with which the tests drive on small problems the paths

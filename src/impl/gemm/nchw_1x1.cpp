@@ -180,6 +180,10 @@ std::unique_ptr<OpKernel> plan_1x1(const OpSpec& op, const PlanContext& ctx, std
   if (!supported(op, why)) return nullptr;
   const Geometry& g = op.geo;
   if (!planar_1x1(g, why)) return nullptr;
+  if (g.x_spatial() < kPlanarMinPixels) {
+    *why = "fewer than 64 pixels per image";
+    return nullptr;
+  }
   if (flat_pixel_stride(op.a, g.spatial) != 1) {
     *why = "the source pixels are not contiguous (channels-last input: the gather path reads it directly)";
     return nullptr;

@@ -20,6 +20,15 @@
 // ascending), so each output's sum has the same terms in the same order for
 // any thread count. Between pixel chunks the tiles rest in fp32 in the
 // workspace (exact).
+//
+// One pass: when the whole reduction is short (images of at most 256
+// pixels, at most 1600 in the batch: the 7x7 and 14x14 layers), each tile is
+// one kernel call with a run per image, stored straight from registers, and
+// no fp32 copy of the weight gradient is kept. On 2048->512 @7 that copy was
+// 4 MB, and the channels-last path the layer took before (its images are
+// too small for chunks) copied all of x and dy: a 4 MB workspace for 0.25
+// MB now (fp32; bf16 1 MB, with dy converted once for all tasks), and
+// gradWeight in 0.81x the time.
 #include <algorithm>
 #include <memory>
 
@@ -52,33 +61,53 @@ class Wgrad1x1Kernel final : public OpKernel {
     n_ = g.n;
     k_ = g.k;
     c_ = g.c;
-    pixels_ = 1;
-    for (int d = 0; d < g.spatial; ++d) pixels_ *= g.xsize[d];
+    pixels_ = g.x_spatial();
     kt_ = ceil_div(k_, kMr);
     cb_ = ceil_div(c_, kNr);
     // fp32 operands without rounding are read in place; anything else is
     // converted (and rounded) into a per-thread copy of the task's dy rows.
     direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none;
+    // One pass: every image's pixels in one kernel call per tile (a run per
+    // image), stored straight from registers, when the whole reduction is
+    // short (the 7x7 and 14x14 layers); otherwise chunks of up to kChunk
+    // pixels of one image, with the tiles resting in fp32 in the workspace.
+    one_pass_ = pixels_ <= kChunk && n_ <= kMaxRuns && n_ * pixels_ <= kOnePassSteps;
+    run_len_ = one_pass_ ? pixels_ : kChunk;
+    runs_ = one_pass_ ? n_ : 1;
     // Two tasks per thread when there are enough k-tiles (c-blocks): each
     // task reads its dy rows once and packs every x chunk (of its c-blocks)
     // once.
     split_c_ = c_ > k_ && groups_ * cb_ >= 2 * threads_;
     tasks_ = std::min<int64_t>(groups_ * (split_c_ ? cb_ : kt_), 2 * threads_);
-    acc_floats_ = round_up(groups_ * kt_ * cb_ * kMr * kNr, kAlignFloats);
+    acc_floats_ = one_pass_ ? 0 : round_up(groups_ * kt_ * cb_ * kMr * kNr, kAlignFloats);
     // Converted dy rows: the task's k-tiles, or (splitting c) one group's.
     const int64_t rows_per_task = (split_c_ ? kt_ : ceil_div(groups_ * kt_, tasks_)) * kMr;
-    scratch_floats_ = round_up(kChunk * kNr + (direct_ ? 0 : rows_per_task * kChunk), kAlignFloats);
+    panel_floats_ = round_up(runs_ * run_len_ * kNr, kAlignFloats);
+    nb_ = one_pass_ ? std::clamp<int64_t>(kPanelSetFloats / panel_floats_, 1, cb_) : 1;
+    // In one pass, converted dy rows are made once for all tasks (each
+    // would otherwise convert all of its group's rows, the whole dy when
+    // tasks split c-blocks); chunks convert per task, chunk by chunk.
+    shared_rows_ = one_pass_ && !direct_;
+    shared_rows_floats_ = shared_rows_ ? round_up(groups_ * kt_ * kMr * runs_ * run_len_, kAlignFloats) : 0;
+    const bool own_rows = !direct_ && !shared_rows_;
+    scratch_floats_ = round_up(nb_ * panel_floats_ + (own_rows ? rows_per_task * runs_ * run_len_ : 0), kAlignFloats);
   }
 
+  bool one_pass() const { return one_pass_; }
   size_t workspace_bytes() const override {
-    return static_cast<size_t>(acc_floats_ + threads_ * scratch_floats_) * sizeof(float);
+    return static_cast<size_t>(acc_floats_ + shared_rows_floats_ + threads_ * scratch_floats_) * sizeof(float);
   }
 
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const acc = reinterpret_cast<float*>(args.workspace);
-    float* const scratch = acc + acc_floats_;
+    float* const shared_rows = acc + acc_floats_;
+    float* const scratch = shared_rows + shared_rows_floats_;
+    if (shared_rows_)
+      pool.parallel_for(groups_ * kt_, threads_, [&](int64_t u, int) {
+        convert_rows(args, u, u + 1, 0, 0, pixels_, shared_rows + u * kMr * runs_ * run_len_);
+      });
     pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
-      compute(args, acc, scratch + thread * scratch_floats_, t);
+      compute(args, acc, shared_rows, scratch + thread * scratch_floats_, t);
     });
   }
 
@@ -86,104 +115,152 @@ class Wgrad1x1Kernel final : public OpKernel {
   // Pixels per chunk: a 16-channel x panel of 256 pixels is 16 KB (L1), and
   // a tile's 256 steps make its accumulator loads and stores noise.
   static constexpr int64_t kChunk = 256;
+  // One pass: at most this many steps (the x panel of one c-block, 64 bytes
+  // a step, then stays in L2 across the k-tiles that share it; as for
+  // wgrad_conv.cpp's one pass) and this many runs (images).
+  static constexpr int64_t kOnePassSteps = 1600;
+  static constexpr int64_t kMaxRuns = 256;
+  // The x panels packed at a time in one pass: 128 KB, within L2 next to the
+  // dy rows. On 2048->512 (25 KB panels), gradWeight alone, 2 threads: one
+  // panel at a time 1.11x the time of the channels-last path it replaces,
+  // 128 KB 0.91x, 256 KB 0.90x, every panel at once 0.96x.
+  static constexpr int64_t kPanelSetFloats = 32 * 1024;
 
   // Task `task`: a range of (group, k-tile) units with every c-block of
   // each, or (split_c_) a range of (group, c-block) columns with every
   // k-tile of each.
-  void compute(const OpArgs& args, float* acc, float* scratch, int64_t task) const {
+  // Converts the dy rows of units [u0, u1) for the runs of the pass at
+  // image n0, pixel p0 (len pixels each) into rows [unit - u0][6][run][run_len_].
+  void convert_rows(const OpArgs& args, int64_t u0, int64_t u1, int64_t n0, int64_t p0, int64_t len,
+                    float* rows) const {
+    const View& a = op_.a;
+    for (int64_t u = u0; u < u1; ++u)
+      for (int i = 0; i < kMr; ++i) {
+        const int64_t k = std::min((u % kt_) * kMr + i, k_ - 1);  // rows past K repeat a real row
+        for (int64_t r = 0; r < runs_; ++r) {
+          const int64_t src = a.offset + (n0 + r) * a.strides[0] + ((u / kt_) * k_ + k) * a.strides[1] + p0;
+          // One "pixel" of len unit-stride "channels": the converter's
+          // plain vector copy (its pixel stride is unused for one pixel).
+          convert_(args.a, a.dtype, op_.rounding, src, 1, kChunk, len, 1,
+                   rows + (((u - u0) * kMr + i) * runs_ + r) * run_len_, kChunk);
+        }
+      }
+  }
+
+  void compute(const OpArgs& args, float* acc, const float* shared_rows, float* scratch, int64_t task) const {
     const int64_t span = groups_ * (split_c_ ? cb_ : kt_);
     const int64_t lo = span * task / tasks_, hi = span * (task + 1) / tasks_;
     if (lo >= hi) return;
     const View& a = op_.a;  // dy [N, G*K, pixels]
     const View& b = op_.b;  // x  [N, G*C, pixels]
-    float* const panel = scratch;
-    float* const rows = scratch + kChunk * kNr;  // converted dy rows [unit - rows_lo][6][kChunk]
+    float* const panel = scratch;                        // x panels [slot][run][run_len_][16]
+    // Converted dy rows [unit - rows_lo][6][run][run_len_]: shared, or this task's.
+    float* const own_rows = scratch + nb_ * panel_floats_;
+    const float* const rows = shared_rows_ ? shared_rows : own_rows;
+    const int64_t row_floats = runs_ * run_len_;
+    // Run r of a pass is image n0 + r, pixels [p0, p0 + len): the A rows
+    // (dy, in place or converted) and the x panel are r runs further on.
+    int64_t a_off[kMaxRuns], b_off[kMaxRuns], lens[kMaxRuns];
     MicroArgs ka;
-    const int64_t zero = 0;
-    int64_t len = 0;
-    ka.a_off = &zero;
-    ka.b_off = &zero;
-    ka.len = &len;
-    ka.runs = 1;
+    ka.a_off = a_off;
+    ka.b_off = b_off;
+    ka.len = lens;
+    ka.runs = runs_;
     ka.bs = kNr;
-    ka.b = panel;
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t p0 = 0; p0 < pixels_; p0 += kChunk) {
-        len = std::min(kChunk, pixels_ - p0);
-        ka.accumulate = !(n == 0 && p0 == 0);
-        // Converts the dy rows of units [u0, u1) (unless read in place).
-        auto convert_rows = [&](int64_t u0, int64_t u1) {
-          for (int64_t u = u0; u < u1; ++u)
-            for (int i = 0; i < kMr; ++i) {
-              const int64_t k = std::min((u % kt_) * kMr + i, k_ - 1);  // rows past K repeat a real row
-              const int64_t src = a.offset + n * a.strides[0] + ((u / kt_) * k_ + k) * a.strides[1] + p0;
-              // One "pixel" of len unit-stride "channels": the converter's
-              // plain vector copy (its pixel stride is unused for one pixel).
-              convert_(args.a, a.dtype, op_.rounding, src, 1, kChunk, len, 1, rows + ((u - u0) * kMr + i) * kChunk,
-                       kChunk);
-            }
-        };
-        // x panel [p][16] of channels cb*16.. of group g; zero past C.
-        auto pack_panel = [&](int64_t g, int64_t cb) {
+    alignas(64) float tile[kMr * kNr];
+    // The passes: one over every image (one_pass_), or one per chunk.
+    for (int64_t n0 = 0; n0 < n_; n0 += runs_)
+      for (int64_t p0 = 0; p0 < pixels_; p0 += run_len_) {
+        const int64_t len = std::min(run_len_, pixels_ - p0);
+        for (int64_t r = 0; r < runs_; ++r) {
+          a_off[r] = direct_ ? r * a.strides[0] : r * run_len_;
+          b_off[r] = r * run_len_ * kNr;
+          lens[r] = len;
+        }
+        ka.accumulate = !one_pass_ && !(n0 == 0 && p0 == 0);
+        // x panel [run][p][16] of channels cb*16.. of group g; zero past C.
+        auto pack_panel = [&](int64_t g, int64_t cb, int64_t slot) {
           const int64_t nc = std::min<int64_t>(kNr, c_ - cb * kNr);
-          convert_(args.b, b.dtype, op_.rounding, b.offset + n * b.strides[0] + (g * c_ + cb * kNr) * b.strides[1] + p0,
-                   b.strides[1], 1, nc, len, panel, kNr);
-          if (nc < kNr)
-            for (int64_t p = 0; p < len; ++p) std::fill(panel + p * kNr + nc, panel + (p + 1) * kNr, 0.0f);
+          for (int64_t r = 0; r < runs_; ++r) {
+            float* const out = panel + slot * panel_floats_ + b_off[r];
+            convert_(args.b, b.dtype, op_.rounding,
+                     b.offset + (n0 + r) * b.strides[0] + (g * c_ + cb * kNr) * b.strides[1] + p0, b.strides[1], 1,
+                     nc, len, out, kNr);
+            if (nc < kNr)
+              for (int64_t p = 0; p < len; ++p) std::fill(out + p * kNr + nc, out + (p + 1) * kNr, 0.0f);
+          }
         };
-        // Tile (unit u, c-block cb) over this chunk; rows_lo: the unit
+        // Tile (unit u, c-block cb) over this pass; rows_lo: the unit
         // whose converted rows start the rows buffer.
-        auto tile = [&](int64_t u, int64_t cb, int64_t rows_lo) {
+        auto tile_pass = [&](int64_t u, int64_t cb, int64_t rows_lo, int64_t slot) {
           for (int i = 0; i < kMr; ++i) {
             if (direct_) {
               const int64_t k = std::min((u % kt_) * kMr + i, k_ - 1);
-              ka.a[i] = static_cast<const float*>(args.a) + a.offset + n * a.strides[0] +
+              ka.a[i] = static_cast<const float*>(args.a) + a.offset + n0 * a.strides[0] +
                         ((u / kt_) * k_ + k) * a.strides[1] + p0;
             } else {
-              ka.a[i] = rows + ((u - rows_lo) * kMr + i) * kChunk;
+              ka.a[i] = rows + ((u - rows_lo) * kMr + i) * row_floats;
             }
           }
-          ka.acc = acc + (u * cb_ + cb) * kMr * kNr;
+          ka.b = panel + slot * panel_floats_;
+          ka.acc = one_pass_ ? tile : acc + (u * cb_ + cb) * kMr * kNr;
           kern_(ka);
+          if (one_pass_) store(args.dst, tile, u, cb);
         };
+        // In one pass, nb_ c-blocks' panels at a time: each k-tile's dy
+        // rows (a few KB, in L1) then meet every panel of the set (in L2)
+        // before the next k-tile, instead of the whole dy (beyond L2 on
+        // 2048->512) streaming once per c-block.
         if (split_c_) {
           int64_t rows_g = -1;
-          for (int64_t col = lo; col < hi; ++col) {
-            const int64_t g = col / cb_, cb = col % cb_;
-            pack_panel(g, cb);
-            if (!direct_ && g != rows_g) convert_rows(g * kt_, (g + 1) * kt_), rows_g = g;
-            for (int64_t u = g * kt_; u < (g + 1) * kt_; ++u) tile(u, cb, g * kt_);
+          for (int64_t col0 = lo; col0 < hi;) {
+            const int64_t g = col0 / cb_;
+            const int64_t col1 = std::min({hi, (g + 1) * cb_, col0 + nb_});
+            for (int64_t col = col0; col < col1; ++col) pack_panel(g, col % cb_, col - col0);
+            if (!direct_ && !shared_rows_ && g != rows_g)
+              convert_rows(args, g * kt_, (g + 1) * kt_, n0, p0, len, own_rows), rows_g = g;
+            const int64_t rows_lo = shared_rows_ ? 0 : g * kt_;
+            for (int64_t u = g * kt_; u < (g + 1) * kt_; ++u)
+              for (int64_t col = col0; col < col1; ++col) tile_pass(u, col % cb_, rows_lo, col - col0);
+            col0 = col1;
           }
         } else {
-          if (!direct_) convert_rows(lo, hi);
-          for (int64_t cb = 0; cb < cb_; ++cb) {
+          if (!direct_ && !shared_rows_) convert_rows(args, lo, hi, n0, p0, len, own_rows);
+          const int64_t rows_lo = shared_rows_ ? 0 : lo;
+          for (int64_t cb0 = 0; cb0 < cb_; cb0 += nb_) {
+            const int64_t cb1 = std::min(cb_, cb0 + nb_);
             int64_t g_panel = -1;
             for (int64_t u = lo; u < hi; ++u) {
-              if (u / kt_ != g_panel) pack_panel(g_panel = u / kt_, cb);
-              tile(u, cb, lo);
+              if (u / kt_ != g_panel) {
+                g_panel = u / kt_;
+                for (int64_t cb = cb0; cb < cb1; ++cb) pack_panel(g_panel, cb, cb - cb0);
+              }
+              for (int64_t cb = cb0; cb < cb1; ++cb) tile_pass(u, cb, rows_lo, cb - cb0);
             }
           }
         }
       }
+    if (one_pass_) return;
     // Store this task's tiles.
     if (split_c_) {
       for (int64_t col = lo; col < hi; ++col)
-        for (int64_t u = col / cb_ * kt_; u < (col / cb_ + 1) * kt_; ++u) store(args.dst, acc, u, col % cb_);
+        for (int64_t u = col / cb_ * kt_; u < (col / cb_ + 1) * kt_; ++u)
+          store(args.dst, acc + (u * cb_ + col % cb_) * kMr * kNr, u, col % cb_);
     } else {
       for (int64_t u = lo; u < hi; ++u)
-        for (int64_t cb = 0; cb < cb_; ++cb) store(args.dst, acc, u, cb);
+        for (int64_t cb = 0; cb < cb_; ++cb) store(args.dst, acc + (u * cb_ + cb) * kMr * kNr, u, cb);
     }
   }
 
-  // Stores tile (unit u, c-block cb) into the weight gradient.
-  void store(void* dst, const float* acc, int64_t u, int64_t cb) const {
+  // Stores the finished tile (unit u, c-block cb) into the weight gradient.
+  void store(void* dst, const float* tile, int64_t u, int64_t cb) const {
     const View& w = op_.dst;  // [G*K, C, 1...]
     const int64_t g = u / kt_, k0 = (u % kt_) * kMr;
     const int rows_n = static_cast<int>(std::min<int64_t>(kMr, k_ - k0));
     const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
     int64_t row_base[kMr];
     for (int i = 0; i < rows_n; ++i) row_base[i] = w.offset + (g * k_ + k0 + i) * w.strides[0] + cb * kNr * w.strides[1];
-    store_tile(store_, dst, w.dtype, acc + (u * cb_ + cb) * kMr * kNr, row_base, rows_n, w.strides[1], cols);
+    store_tile(store_, dst, w.dtype, tile, row_base, rows_n, w.strides[1], cols);
   }
 
   OpSpec op_;
@@ -192,8 +269,12 @@ class Wgrad1x1Kernel final : public OpKernel {
   ToChannelsLast convert_ = nullptr;
   StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, pixels_ = 0, kt_ = 0, cb_ = 0, tasks_ = 1;
-  int64_t acc_floats_ = 0, scratch_floats_ = 0;
+  int64_t run_len_ = 0, runs_ = 1;  // pixels per run (chunk, or image) and runs per pass
+  int64_t nb_ = 1;                  // c-block panels packed at a time
+  int64_t acc_floats_ = 0, shared_rows_floats_ = 0, panel_floats_ = 0, scratch_floats_ = 0;
   bool direct_ = false;
+  bool one_pass_ = false;
+  bool shared_rows_ = false;  // converted dy rows made once, before the tasks
   bool split_c_ = false;  // tasks own c-blocks (x has more channels than dy)
 };
 
@@ -217,6 +298,10 @@ const Implementation kGemm1x1BwdWeightsImpl = {
         return nullptr;
       }
       auto k = std::make_unique<gemm::Wgrad1x1Kernel>(op, ctx);
+      if (!k->one_pass() && g.x_spatial() < gemm::kPlanarMinPixels) {
+        *why = "fewer than 64 pixels per image, and too many steps for one pass";
+        return nullptr;
+      }
       if (static_cast<int64_t>(k->workspace_bytes()) > workspace_budget(op)) {
         *why = "the fp32 tiles of the whole weight gradient exceed the workspace budget";
         return nullptr;
