@@ -27,15 +27,17 @@ namespace convbwd::detail::gemm {
 
 constexpr int64_t kAlignFloats = 16;  // 64 bytes
 
-// Floats per pixel of a channels-last copy: whole 64-byte lines, and an odd
-// number of them. The kernels walk pixels with this stride; a power-of-two
-// pitch (64 channels = 256 bytes) would map every pixel to the same few L1
-// sets and turn the 8-way cache into a much smaller one. (On this shared,
-// overloaded machine the effect was within the timing noise; the odd pitch
-// costs at most one extra line per pixel.)
+// Floats per pixel of a channels-last copy: whole 64-byte lines, plus one
+// when their number is a multiple of 16. The gather kernel reads six
+// pixels a pitch apart; with L lines per pixel they fall into 64 / gcd(64, L)
+// of L1's 64 sets, all six into one or two sets when L is a multiple of 32
+// (512 or 1024 channels: a 4 KB pitch) and four when 16. Any other L gives
+// at least 8. (Padding every even L, 32 or 64 channels included, cost up
+// to half again the copy's memory; on this shared machine neither rule was
+// faster beyond the timing noise.)
 inline int64_t pixel_pitch(int64_t channels) {
   int64_t p = (channels + 15) / 16 * 16;
-  if ((p / 16) % 2 == 0) p += 16;
+  if ((p / 16) % 16 == 0) p += 16;
   return p;
 }
 
