@@ -120,10 +120,10 @@ inline int64_t chunk_steps(int64_t steps) {
 constexpr int64_t kBatchPixels = 4096;
 constexpr int64_t kBatchFloats = int64_t{1} << 20;  // 4 MiB
 inline int64_t batch_limit(int64_t n, int64_t budget_floats, int64_t fixed_floats, int64_t per_image_floats,
-                           int64_t pixels_per_image) {
+                           int64_t pixels_per_image, int64_t max_copy_floats = kBatchFloats) {
   int64_t b = std::min<int64_t>(n, (budget_floats - fixed_floats) / per_image_floats);
   const int64_t for_work = ceil_div(kBatchPixels, std::max<int64_t>(pixels_per_image, 1));
-  b = std::min(b, std::max<int64_t>(1, std::min(for_work, kBatchFloats / per_image_floats)));
+  b = std::min(b, std::max<int64_t>(1, std::min(for_work, max_copy_floats / per_image_floats)));
   if (const int64_t cap = test_knob("CONVBWD_GEMM_MAX_BATCH")) b = std::min(b, cap);
   return b;
 }
