@@ -126,9 +126,6 @@ class Wgrad1x1Kernel final : public OpKernel {
   // 128 KB 0.91x, 256 KB 0.90x, every panel at once 0.96x.
   static constexpr int64_t kPanelSetFloats = 32 * 1024;
 
-  // Task `task`: a range of (group, k-tile) units with every c-block of
-  // each, or (split_c_) a range of (group, c-block) columns with every
-  // k-tile of each.
   // Converts the dy rows of units [u0, u1) for the runs of the pass at
   // image n0, pixel p0 (len pixels each) into rows [unit - u0][6][run][run_len_].
   void convert_rows(const OpArgs& args, int64_t u0, int64_t u1, int64_t n0, int64_t p0, int64_t len,
@@ -147,6 +144,9 @@ class Wgrad1x1Kernel final : public OpKernel {
       }
   }
 
+  // Task `task`: a range of (group, k-tile) units with every c-block of
+  // each, or (split_c_) a range of (group, c-block) columns with every
+  // k-tile of each.
   void compute(const OpArgs& args, float* acc, const float* shared_rows, float* scratch, int64_t task) const {
     const int64_t span = groups_ * (split_c_ ? cb_ : kt_);
     const int64_t lo = span * task / tasks_, hi = span * (task + 1) / tasks_;
