@@ -83,6 +83,36 @@ TEST(Plan, ImplementationNames) {
   EXPECT_EQ(only_w->implementation(Gradient::bias), "");
 }
 
+// A fast path whose copies of one image exceed the workspace budget (the
+// largest input, or 64 MiB) may take up to 8 times the largest input when
+// nothing but the reference would accept: one 512x512 image of 64 channels, fp32, went to
+// the single-threaded reference loops (344 s) and now takes the GEMM paths
+// (under a second), asking for 137 MB. Planning only: nothing is allocated.
+TEST(Plan, LargeImageTakesAFastPathWithARelaxedBudget) {
+  auto plan = Plan::create(parse("mb1ic64ih512iw512oc64kh3ph1"));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->implementation(Gradient::input), "gemm_dgrad_phase_nhwc");
+  EXPECT_EQ(plan->implementation(Gradient::weight), "gemm_wgrad_nhwc");
+  const size_t budget = size_t{64} * 512 * 512 * sizeof(float);  // the largest input
+  EXPECT_GT(plan->workspace_size(), budget);
+  EXPECT_LE(plan->workspace_size(), 8 * budget);
+}
+// The same on a small problem, whose budget CONVBWD_WORKSPACE_FLOOR lowers
+// below its copies: the relaxed pass chooses the GEMM paths, and their
+// results are the reference's.
+TEST(Plan, RelaxedBudgetPathsAreExact) {
+  setenv("CONVBWD_WORKSPACE_FLOOR", "4096", 1);
+  const Problem p = parse("mb1ic32ih48oc32kh3ph1");
+  auto plan = Plan::create(p);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->implementation(Gradient::input), "gemm_dgrad_phase_nhwc");
+  EXPECT_EQ(plan->implementation(Gradient::weight), "gemm_wgrad_nhwc");
+  EXPECT_GT(plan->workspace_size(), size_t{32} * 48 * 48 * sizeof(float));  // over the 1x budget
+  const Comparison c = check_against_reference(p);
+  EXPECT_TRUE(c.pass) << c.first_failure;
+  unsetenv("CONVBWD_WORKSPACE_FLOOR");
+}
+
 TEST(Plan, ProblemIsCanonical) {
   auto plan = Plan::create(parse("mb2ic3ih8oc4kh3ph1"));
   ASSERT_TRUE(plan.ok());

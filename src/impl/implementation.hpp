@@ -80,7 +80,12 @@ enum class NonfiniteMode {
 struct PlanContext {
   Isa isa = Isa::scalar;
   int threads = 1;
+  // Multiple of the largest input's size that the workspace budget
+  // (operand_access.hpp) allows: 1, or kRelaxedBudgetScale when the
+  // planner's first pass found nothing but the reference (plan.cpp).
+  int budget_scale = 1;
 };
+constexpr int kRelaxedBudgetScale = 8;
 
 // An implementation planned for one OpSpec: tiling chosen, workspace sized.
 // run() is const and may be called from several threads at once with

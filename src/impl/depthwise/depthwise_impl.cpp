@@ -246,7 +246,7 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   p.off_acc = region(acc_f);
   p.scratch_floats = at;
 
-  const auto budget = static_cast<size_t>(workspace_budget(op));
+  const auto budget = static_cast<size_t>(workspace_budget(op, ctx));
   if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {
     *why = "per-thread scratch of " + std::to_string(p.scratch_floats * sizeof(float)) +
            " bytes exceeds the workspace budget";
@@ -359,7 +359,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     for (int d = 0; d < 3; ++d)
       plane *= static_cast<double>(std::max(sp.x[d], sp.y[d])) +
                2.0 * static_cast<double>(sp.k[d]) * static_cast<double>(sp.d[d]);
-    if (plane * 8 * 4 * std::max(ctx.threads, 1) > static_cast<double>(workspace_budget(op))) {
+    if (plane * 8 * 4 * std::max(ctx.threads, 1) > static_cast<double>(workspace_budget(op, ctx))) {
       *why = "an 8-channel plane per thread exceeds the workspace budget";
       return nullptr;
     }
@@ -496,7 +496,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     }
   }
   p.scratch_floats = at;
-  const auto budget = static_cast<size_t>(workspace_budget(op));
+  const auto budget = static_cast<size_t>(workspace_budget(op, ctx));
   if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {
     *why = "per-thread scratch of " + std::to_string(p.scratch_floats * sizeof(float)) +
            " bytes exceeds the workspace budget";

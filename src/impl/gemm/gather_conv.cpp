@@ -54,7 +54,7 @@ class GatherConvKernel final : public OpKernel {
     // packed weights must fit the workspace anyway (double: no overflow).
     const double packed_weight_bytes = static_cast<double>(groups_) * static_cast<double>(sp.taps()) *
                                        static_cast<double>(red_) * static_cast<double>(round_up(cols_, kNr)) * 4.0;
-    if (packed_weight_bytes > static_cast<double>(workspace_budget(op))) {
+    if (packed_weight_bytes > static_cast<double>(workspace_budget(op, ctx))) {
       *why = "the packed weights exceed the workspace budget";
       ok_ = false;
       return;
@@ -208,7 +208,7 @@ class GatherConvKernel final : public OpKernel {
                                          wp_.blocks());
       weights_floats_ = std::max(threads_, 1) * round_up(slab_blocks_ * wp_.block_floats(), kAlignFloats);
     }
-    const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
+    const int64_t budget = workspace_budget(op, ctx) / static_cast<int64_t>(sizeof(float));
     int64_t pixels_per_image = 0;
     for (const Phase& ph : phases_) pixels_per_image += ph.pixels;
     batch_ = batch_limit(n_, budget, weights_floats_, image_floats_, pixels_per_image);

@@ -302,7 +302,7 @@ const Implementation kGemm1x1BwdWeightsImpl = {
         *why = "fewer than 64 pixels per image, and too many steps for one pass";
         return nullptr;
       }
-      if (static_cast<int64_t>(k->workspace_bytes()) > workspace_budget(op)) {
+      if (static_cast<int64_t>(k->workspace_bytes()) > workspace_budget(op, ctx)) {
         *why = "the fp32 tiles of the whole weight gradient exceed the workspace budget";
         return nullptr;
       }

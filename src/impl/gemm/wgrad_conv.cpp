@@ -71,7 +71,7 @@ class WgradKernel final : public OpKernel {
     // Slack after the dy copy: the strided kernel reads 6 channels from the
     // last tile's first channel, which may run past the last pixel.
     image_floats_ = round_up(groups_ * (dy_.image_floats() + x_.image_floats()), kAlignFloats);
-    const int64_t budget = workspace_budget(op) / static_cast<int64_t>(sizeof(float));
+    const int64_t budget = workspace_budget(op, ctx) / static_cast<int64_t>(sizeof(float));
     // One pass: when the whole reduction (every image's rows) is short and
     // its copies fit at once, each tile's sum is one kernel call, stored
     // straight from a per-thread tile. Weight-heavy layers have short

@@ -85,7 +85,7 @@ class DgradKernel final : public OpKernel {
     const Checked tacc = kc_ < k_ ? t_floats : Checked(0);
     const Checked slot = t_floats + a_floats + acc.rounded_up(16) + (kMr * kLanes) + tacc;
     const Checked total = slot * std::max(threads_, 1) + pack;
-    if (!total.ok() || total.value() > workspace_budget(op) / 4) {
+    if (!total.ok() || total.value() > workspace_budget(op, ctx) / 4) {
       *why = "the per-thread band and dx accumulator exceed the workspace budget";
       ok_ = false;
       return;

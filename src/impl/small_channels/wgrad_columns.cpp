@@ -63,7 +63,7 @@ class WgradKernel final : public OpKernel {
     // Sizes in checked arithmetic: hostile channel counts overflow them (a
     // fuzz finding: 2.2e17 output channels).
     const int64_t threads = std::max(threads_, 1);
-    const int64_t budget_floats = workspace_budget(op) / 4;
+    const int64_t budget_floats = workspace_budget(op, ctx) / 4;
     const Checked acc = (Checked(tiles_) * (kMr * kLanes)).rounded_up(16);
     // The dy copy is reserved even when dy is read in place: with NaN or Inf in
     // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
