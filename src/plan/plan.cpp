@@ -11,12 +11,14 @@
 namespace convbwd {
 namespace detail {
 
-// Runs down the ordered list with the given budget scale; the first
-// implementation that accepts wins. With skip_reference, the reference is
-// not tried (p.kernel stays null if nothing else accepts).
+namespace {
+
 // (The ordered lists hold copies of the Implementation records.)
 bool is_reference(const Implementation* impl) { return impl && impl->plan == kReferenceImpl.plan; }
 
+// Runs down the ordered list with the context's budget scale; the first
+// implementation that accepts wins. With skip_reference, the reference is
+// not tried (p.kernel stays null if nothing else accepts).
 void choose(PlannedOp& p, const OpSpec& spec, const PlanContext& ctx, bool skip_reference) {
   static const bool verbose = std::getenv("CONVBWD_VERBOSE") != nullptr;
   const char* const pass = ctx.budget_scale > 1 ? " (relaxed workspace budget)" : "";
@@ -37,6 +39,8 @@ void choose(PlannedOp& p, const OpSpec& spec, const PlanContext& ctx, bool skip_
   }
 }
 
+}  // namespace
+
 PlannedOp plan_op(const OpSpec& spec, const PlanContext& ctx) {
   PlannedOp p;
   p.active = true;
@@ -47,8 +51,8 @@ PlannedOp plan_op(const OpSpec& spec, const PlanContext& ctx) {
   // large image exceed the workspace budget (one 512x512 image of 64
   // channels, fp32). The reference, single-threaded plain loops, took 344 s
   // where the GEMM paths take under a second, so a second pass lets the fast
-  // paths ask for up to kRelaxedBudgetScale times the budget: on that layer
-  // 135 MB of copies, while PyTorch's call added 196 MiB to its peak.
+  // paths ask for up to kRelaxedBudgetScale times the largest input: on that
+  // layer 137 MB, while PyTorch's call added 196 MiB to its peak.
   if (is_reference(p.impl) && ctx.budget_scale == 1) {
     PlanContext relaxed = ctx;
     relaxed.budget_scale = kRelaxedBudgetScale;
