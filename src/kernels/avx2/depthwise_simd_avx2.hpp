@@ -14,6 +14,7 @@
 #include "impl/depthwise/depthwise_plan.hpp"
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
+#include "kernels/avx2/transpose8_avx2.hpp"
 #include "kernels/store_row.hpp"
 
 namespace convbwd::detail {
@@ -74,38 +75,11 @@ struct VecAvx2 {
     }
   }
 
-  // r[i] lane j becomes r[j] lane i: the classic unpack / shuffle / 128-bit
-  // permute network (24 shuffles per 64 floats).
-  static void transpose8_regs(R* r) {
-    R t[8];
-    t[0] = _mm256_unpacklo_ps(r[0], r[1]);
-    t[1] = _mm256_unpackhi_ps(r[0], r[1]);
-    t[2] = _mm256_unpacklo_ps(r[2], r[3]);
-    t[3] = _mm256_unpackhi_ps(r[2], r[3]);
-    t[4] = _mm256_unpacklo_ps(r[4], r[5]);
-    t[5] = _mm256_unpackhi_ps(r[4], r[5]);
-    t[6] = _mm256_unpacklo_ps(r[6], r[7]);
-    t[7] = _mm256_unpackhi_ps(r[6], r[7]);
-    R u[8];
-    u[0] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[1] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[2] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[3] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2));
-    u[4] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(1, 0, 1, 0));
-    u[5] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(3, 2, 3, 2));
-    u[6] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(1, 0, 1, 0));
-    u[7] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(3, 2, 3, 2));
-    for (int i = 0; i < 4; ++i) {
-      r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-      r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-  }
-
   // out[j*os + i] = in[i*is + j] for i, j < 8.
   static void transpose8(const float* in, int64_t is, float* out, int64_t os) {
     R r[8];
     for (int i = 0; i < 8; ++i) r[i] = load(in + i * is);
-    transpose8_regs(r);
+    avx2::transpose8x8(r);
     for (int j = 0; j < 8; ++j) store(out + j * os, r[j]);
   }
 
@@ -137,7 +111,7 @@ struct VecAvx2 {
         else
           r[c] = round(avx2::load_partial<T>(base, rows[c] + j, cnt), rnd);
       }
-      transpose8_regs(r);
+      avx2::transpose8x8(r);
       for (int i = 0; i < 8; ++i) store(out + (j + i) * W, r[i]);
     }
   }

@@ -8,6 +8,7 @@
 
 #include "impl/gemm/microkernel.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
+#include "kernels/avx2/transpose8_avx2.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -35,26 +36,6 @@ inline __m256 round8(__m256 v) {
     return v;
 }
 
-// out[w] lane c = in[c] lane w.
-inline void transpose8x8(const __m256* r, __m256* px) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  px[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  px[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  px[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  px[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  px[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  px[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  px[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  px[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 template <DataType T, OperandRounding R>
 void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw, float* dst, int64_t pitch) {
   const int64_t nc8 = nc / 8 * 8;
@@ -78,13 +59,12 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
           else
             r[c] = round8<R>(avx2::load_partial<T>(src, s + c * cs + w0, wn));
         }
-        __m256 px[8];
-        transpose8x8(r, px);
+        avx2::transpose8x8(r);  // r[w] lane c: pixel w's channels
         float* o = dst + w0 * pitch + c0;
         if (cn == 8)
-          for (int w = 0; w < wn; ++w) _mm256_storeu_ps(o + w * pitch, px[w]);
+          for (int w = 0; w < wn; ++w) _mm256_storeu_ps(o + w * pitch, r[w]);
         else
-          for (int w = 0; w < wn; ++w) avx2::store_partial(o + w * pitch, px[w], cn);
+          for (int w = 0; w < wn; ++w) avx2::store_partial(o + w * pitch, r[w], cn);
       }
     }
     return;
