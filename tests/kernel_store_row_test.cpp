@@ -1,4 +1,4 @@
-// The ISA versions of the output row store (impl/gemm/microkernel.hpp) give
+// The ISA versions of the output row store (kernels/gemm.hpp) give
 // the same bits as the portable one, which float_formats_test checks against
 // the formats' definitions: every fp32 pattern of a dense sweep (ties,
 // subnormals, overflow, NaN payloads), every length around the 8-wide
@@ -11,19 +11,31 @@
 #include <cstring>
 #include <vector>
 
-#include "impl/gemm/microkernel.hpp"
+#include <string>
+
+#include "kernels/config.hpp"
+#include "kernels/tier_kernels.hpp"
 #include "runtime/cpu.hpp"
 
 namespace convbwd::detail {
 namespace {
 
 struct IsaStore {
-  const char* name;
-  Isa needs;
+  std::string name;
   StoreRow store;
 };
 
-const IsaStore kIsaStores[] = {{"avx2", Isa::avx2, store_row_avx2}};
+// Every tier's row store this machine can run (native or emulated) but the
+// portable one, which is the comparison: new tiers join by their config.
+std::vector<IsaStore> isa_stores() {
+  std::vector<IsaStore> v;
+  for (Isa i : kAllIsas) {
+    const KernelConfig& c = kernel_config(i);
+    if (c.isa != i || i == Isa::scalar) continue;  // a tier without kernels of its own runs the one below
+    v.push_back({std::string(to_string(i)) + (c.emulated ? " (emulated)" : ""), c.store_row});
+  }
+  return v;
+}
 
 constexpr DataType kTypes[] = {DataType::f32, DataType::bf16, DataType::f16};
 
@@ -40,14 +52,13 @@ std::vector<float> sweep_values() {
 
 TEST(KernelStoreRow, SameBitsAsPortableOnSweep) {
   const std::vector<float> values = sweep_values();
-  for (const IsaStore& k : kIsaStores) {
-    if (detected_isa() < k.needs) {
-      GTEST_SKIP() << "this CPU has no " << k.name;
-    }
+  const std::vector<IsaStore> stores = isa_stores();
+  if (stores.empty()) GTEST_SKIP() << "no vector tier runs here: only the portable store exists";
+  for (const IsaStore& k : stores) {
     for (DataType dt : kTypes) {
       const size_t bytes = values.size() * size_of(dt);
       std::vector<unsigned char> want(bytes), got(bytes);
-      store_row_scalar(values.data(), static_cast<int64_t>(values.size()), want.data(), dt, 0, 1);
+      scalar::store_row(values.data(), static_cast<int64_t>(values.size()), want.data(), dt, 0, 1);
       k.store(values.data(), static_cast<int64_t>(values.size()), got.data(), dt, 0, 1);
       for (size_t i = 0; i < values.size(); ++i)
         ASSERT_EQ(0, std::memcmp(want.data() + i * size_of(dt), got.data() + i * size_of(dt), size_of(dt)))
@@ -60,17 +71,16 @@ TEST(KernelStoreRow, SameBitsAsPortableOnSweep) {
 TEST(KernelStoreRow, LengthsStridesAndOffsetsWriteOnlyTheirElements) {
   std::vector<float> src(64);
   for (size_t i = 0; i < src.size(); ++i) src[i] = 1.0f / 3.0f * static_cast<float>(i + 1) - 7.0f;
-  for (const IsaStore& k : kIsaStores) {
-    if (detected_isa() < k.needs) {
-      GTEST_SKIP() << "this CPU has no " << k.name;
-    }
+  const std::vector<IsaStore> stores = isa_stores();
+  if (stores.empty()) GTEST_SKIP() << "no vector tier runs here: only the portable store exists";
+  for (const IsaStore& k : stores) {
     for (DataType dt : kTypes)
       for (int64_t n = 0; n <= 40; ++n)
         for (int64_t stride : {1, 2, 5})
           for (int64_t index : {0, 3}) {
             const size_t elems = static_cast<size_t>(index + 64 * stride + 8);
             std::vector<unsigned char> want(elems * size_of(dt), 0xA5), got(want);
-            store_row_scalar(src.data(), n, want.data(), dt, index, stride);
+            scalar::store_row(src.data(), n, want.data(), dt, index, stride);
             k.store(src.data(), n, got.data(), dt, index, stride);
             ASSERT_EQ(want, got) << k.name << " dtype " << static_cast<int>(dt) << " n " << n << " stride "
                                  << stride << " index " << index;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "impl/gemm/common.hpp"
@@ -27,12 +28,12 @@ using convbwd::detail::MicroArgs;
 using convbwd::detail::MicroKernel;
 
 // Best GFLOP/s of 20 passes.
-double measure(MicroKernel kern, bool gather, int64_t steps, int64_t tiles) {
-  using convbwd::detail::kMr;
-  using convbwd::detail::kNr;
+double measure(const convbwd::detail::GemmKernels& k, bool gather, int64_t steps, int64_t tiles) {
+  const MicroKernel kern = gather ? k.gather : k.strided;
+  const int64_t kMr = k.mr, kNr = k.nr;
   std::vector<float> a(static_cast<size_t>(tiles * steps * kMr + 64), 0.5f);
   std::vector<float> b(static_cast<size_t>(steps * kNr + 64), 0.25f);
-  alignas(64) float acc[kMr * kNr];
+  alignas(64) float acc[convbwd::detail::kMaxMr * convbwd::detail::kMaxNr];
   MicroArgs ka;
   const int64_t zero = 0;
   ka.a_off = &zero;
@@ -56,7 +57,7 @@ double measure(MicroKernel kern, bool gather, int64_t steps, int64_t tiles) {
     }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return 2.0 * kMr * kNr * static_cast<double>(steps * tiles) / best * 1e-9;
+  return 2.0 * static_cast<double>(kMr * kNr * steps * tiles) / best * 1e-9;
 }
 
 }  // namespace
@@ -72,15 +73,15 @@ int main(int argc, char** argv) {
     }
   }
   const convbwd::detail::Isa isa = convbwd::detail::active_isa();
-  const auto k = convbwd::detail::gemm::kernels_for(isa);
-  std::printf("# isa %s, 1 thread, %lld tiles per pass; B shared by all tiles, A read once per tile\n",
-              isa >= convbwd::detail::Isa::avx2 ? "avx2" : "scalar", static_cast<long long>(tiles));
+  const auto& k = convbwd::detail::kernel_config(isa).gemm;
+  std::printf("# %s (isa %s), 1 thread, %lld tiles per pass; B shared by all tiles, A read once per tile\n", k.name,
+              std::string(convbwd::detail::to_string(isa)).c_str(), static_cast<long long>(tiles));
   std::printf("%8s %10s %14s %12s %12s\n", "steps", "B KiB", "A KiB (all)", "gather GF/s", "strided GF/s");
   for (const int64_t steps : {256, 576, 1024, 2048, 4096, 16384}) {
-    const double g = measure(k.gather, true, steps, tiles);
-    const double s = measure(k.strided, false, steps, tiles);
+    const double g = measure(k, true, steps, tiles);
+    const double s = measure(k, false, steps, tiles);
     std::printf("%8lld %10.0f %14.0f %12.1f %12.1f\n", static_cast<long long>(steps),
-                static_cast<double>(steps * 16 * 4) / 1024.0, static_cast<double>(tiles * steps * 6 * 4) / 1024.0, g,
+                static_cast<double>(steps * k.nr * 4) / 1024.0, static_cast<double>(tiles * steps * k.mr * 4) / 1024.0, g,
                 s);
   }
   return 0;

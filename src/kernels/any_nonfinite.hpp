@@ -10,8 +10,6 @@
 namespace convbwd::detail {
 
 using AnyNonfinite = bool (*)(const float* p, int64_t n);
-bool any_nonfinite_scalar(const float* p, int64_t n);
-bool any_nonfinite_avx2(const float* p, int64_t n);
 
 // The exponent of NaN and +-Inf is all ones, and only then does adding one
 // to it carry into the sign bit. An OR of integers has no order to keep, so

@@ -23,7 +23,5 @@ inline void store_row_f32(const float* src, int64_t n, float* p, int64_t stride)
 }
 
 using StoreRow = void (*)(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);
-void store_row_scalar(const float*, int64_t, void*, DataType, int64_t, int64_t);
-void store_row_avx2(const float*, int64_t, void*, DataType, int64_t, int64_t);
 
 }  // namespace convbwd::detail

@@ -4,9 +4,10 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <string>
 
 #include "convbwd/convbwd.hpp"
+#include "kernels/config.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -17,40 +18,91 @@ uint64_t xgetbv0() {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-Isa detect() {
+CpuFeatures detect() {
+  CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return Isa::scalar;
-  const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
-  if (!osxsave || !avx) return Isa::scalar;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
+  if (!osxsave || !avx) return f;
   const uint64_t xcr0 = xgetbv0();
-  const bool ymm_state = (xcr0 & 0x6) == 0x6;
-  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;  // opmask, ZMM_Hi256, Hi16_ZMM
-  if (__get_cpuid_max(0, nullptr) < 7) return Isa::scalar;
+  f.os_ymm = (xcr0 & 0x6) == 0x6;
+  f.os_zmm = (xcr0 & 0xe6) == 0xe6;        // opmask, ZMM_Hi256, Hi16_ZMM
+  f.os_amx = (xcr0 & 0x60000) == 0x60000;  // XTILECFG, XTILEDATA
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
-  const bool avx2 = (b >> 5) & 1;
-  const bool avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
+  f.avx2 = (b >> 5) & 1;
+  f.avx512f = (b >> 16) & 1;
+  f.avx512dq = (b >> 17) & 1;
+  f.avx512bw = (b >> 30) & 1;
+  f.avx512vl = (b >> 31) & 1;
+  f.avx512_fp16 = (d >> 23) & 1;
+  f.amx_bf16 = (d >> 22) & 1;
+  f.amx_tile = (d >> 24) & 1;
   __cpuid_count(7, 1, a, b, c, d);
-  const bool avx512bf16 = (a >> 5) & 1;
-  if (!(ymm_state && avx2 && fma && f16c)) return Isa::scalar;
-  if (zmm_state && avx512f && avx512dq && avx512bw && avx512vl && avx512bf16) return Isa::avx512;
-  return Isa::avx2;
+  f.avx512_bf16 = (a >> 5) & 1;
+  return f;
 }
 
+Isa best_implemented() {
+  Isa best = Isa::scalar;
+  for (Isa i : kAllIsas)
+    if (cpu_has(i) && kernel_config_exists(i)) best = i;
+  return best;
+}
+
+// CONVBWD_ISA: a tier name forces that tier's kernels (the highest tier at or
+// below it that has kernels of its own). A tier this CPU lacks, or an unknown
+// name, is refused with a message once, and the detected tier runs: running
+// AVX-512 code on an AVX2 CPU would end in SIGILL, never in a result.
 Isa from_env(Isa best) {
   const char* e = std::getenv("CONVBWD_ISA");
   if (!e || !*e) return best;
-  Isa want = best;
-  if (!std::strcmp(e, "scalar")) want = Isa::scalar;
-  else if (!std::strcmp(e, "avx2")) want = Isa::avx2;
-  else if (!std::strcmp(e, "avx512")) want = Isa::avx512;
-  else std::fprintf(stderr, "convbwd: CONVBWD_ISA=%s is unknown; expected scalar, avx2 or avx512\n", e);
-  return want < best ? want : best;
+  std::string accepted;
+  for (Isa i : kAllIsas)
+    if (cpu_has(i) || emulated_kernel_config(i)) accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(i));
+  const std::optional<Isa> want = isa_from_string(e);
+  if (!want) {
+    std::fprintf(stderr, "convbwd: CONVBWD_ISA=%s is not a tier; accepted here: %s\n", e, accepted.c_str());
+    return best;
+  }
+  if (!cpu_has(*want) && !emulated_kernel_config(*want)) {
+    std::fprintf(stderr, "convbwd: CONVBWD_ISA=%s: this CPU lacks that tier; accepted here: %s\n", e,
+                 accepted.c_str());
+    return best;
+  }
+  Isa run = Isa::scalar;
+  for (Isa i : kAllIsas)
+    if (static_cast<int>(i) <= static_cast<int>(*want) && kernel_config_exists(i) &&
+        (cpu_has(i) || emulated_kernel_config(i)))
+      run = i;
+  return run;
 }
 
 }  // namespace
 
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+bool cpu_has(Isa i) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.os_ymm && f.avx2 && f.fma && f.f16c;
+  const bool avx512 = avx2 && f.os_zmm && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
+  switch (i) {
+    case Isa::scalar: return true;
+    case Isa::avx2: return avx2;
+    case Isa::avx512: return avx512;
+    case Isa::avx512_bf16: return avx512 && f.avx512_bf16;
+    case Isa::amx: return avx512 && f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.os_amx;
+  }
+  return false;
+}
+
 Isa detected_isa() {
-  static const Isa isa = detect();
+  static const Isa isa = best_implemented();
   return isa;
 }
 
@@ -64,8 +116,16 @@ std::string_view to_string(Isa i) {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::avx512_bf16: return "avx512_bf16";
+    case Isa::amx: return "amx";
   }
   return "?";
+}
+
+std::optional<Isa> isa_from_string(std::string_view s) {
+  for (Isa i : kAllIsas)
+    if (s == to_string(i)) return i;
+  return std::nullopt;
 }
 
 }  // namespace convbwd::detail

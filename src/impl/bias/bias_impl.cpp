@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/config.hpp"
 #include "impl/bias/bias_plan.hpp"
 #include "impl/implementation.hpp"
 #include "impl/registry_entries.hpp"
@@ -94,7 +95,7 @@ std::unique_ptr<OpKernel> plan_bias(const OpSpec& op, const PlanContext& ctx, st
   p.cblock = p.mode == BiasPlan::Mode::channels_last ? 8 : p.mode == BiasPlan::Mode::rows ? 4 : 1;
   const int64_t units = (p.channels + p.cblock - 1) / p.cblock;
   p.tasks = units * p.chunks;
-  const TaskFn fn = ctx.isa >= Isa::avx2 ? &bias_task_avx2 : &bias_task_scalar;
+  const TaskFn fn = kernel_config(ctx.isa).bias_task;
   return std::make_unique<BiasKernelOp>(p, fn, std::max(1, ctx.threads));
 }
 

@@ -46,7 +46,5 @@ const BiasPlan* bias_plan_of(const OpKernel&);
 // One task of a bias plan. With chunks > 1 the task writes the fp32 sums of
 // its channels over its chunk to partials[channel * chunks + chunk] and the
 // caller adds them up; otherwise it rounds the sums into dst.
-void bias_task_scalar(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);
-void bias_task_avx2(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);
 
 }  // namespace convbwd::detail

@@ -64,10 +64,6 @@ struct DwClPlan {
 // One task; scratch holds p.scratch_floats floats. Returns 0, or with
 // p.report_nonfinite the operands in which it read a NaN or +-Inf.
 constexpr unsigned kNonfiniteA = 1, kNonfiniteB = 2;
-unsigned depthwise_cl_task_scalar(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
-                                  float* scratch);
-unsigned depthwise_cl_task_avx2(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,
-                                float* scratch);
 
 // The plan of the fused pass (DwClKernel::fused): a layer's bwd_data and
 // bwd_weights plans, both reporting NaN/Inf, and optionally gradBias.
@@ -84,9 +80,5 @@ struct DwClFusedPlan {
 
 // Block `block`'s gradients in one pass: dst = gradInput, gradWeight,
 // gradBias (if p.bias). Returns whether it read a NaN or +-Inf.
-bool depthwise_cl_fused_scalar(const DwClFusedPlan& p, const void* dy, const void* x, const void* w, void* const* dst,
-                               int64_t block, float* scratch);
-bool depthwise_cl_fused_avx2(const DwClFusedPlan& p, const void* dy, const void* x, const void* w, void* const* dst,
-                             int64_t block, float* scratch);
 
 }  // namespace convbwd::detail

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/tier_kernels.hpp"
 #include "impl/depthwise/depthwise_cl.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
@@ -44,7 +45,7 @@ struct DwClKernel {
     if (v.sw == 1 || count == 1)
       V::store_row(in, count, base, v.dtype, off);
     else
-      store_row_scalar(in, count, base, v.dtype, off, v.sw);
+      scalar::store_row(in, count, base, v.dtype, off, v.sw);
   }
 
   // Elements [0, count) of the rows of nv channels whose first starts at

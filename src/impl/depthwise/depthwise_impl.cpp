@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/config.hpp"
 #include "impl/bias/bias_plan.hpp"
 #include "impl/depthwise/depthwise_cl.hpp"
 #include "impl/depthwise/depthwise_plan.hpp"
@@ -252,7 +253,7 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
            " bytes exceeds the workspace budget";
     return nullptr;
   }
-  const TaskFn fn = ctx.isa >= Isa::avx2 ? &depthwise_task_avx2 : &depthwise_task_scalar;
+  const TaskFn fn = kernel_config(ctx.isa).depthwise.task;
   return std::make_unique<DepthwiseKernel>(p, fn, threads);
 }
 
@@ -502,7 +503,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
            " bytes exceeds the workspace budget";
     return nullptr;
   }
-  const ClTaskFn fn = ctx.isa >= Isa::avx2 ? &depthwise_cl_task_avx2 : &depthwise_cl_task_scalar;
+  const ClTaskFn fn = kernel_config(ctx.isa).depthwise.cl_task;
   return std::make_unique<DepthwiseClKernel>(std::move(p), fn, ctx.isa, threads);
 }
 
@@ -538,7 +539,7 @@ std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKer
   // Every thread's scratch, within what every workspace budget allows.
   const double bytes = static_cast<double>(p.scratch_floats()) * sizeof(float) * kd->threads();
   if (bytes > static_cast<double>(kWorkspaceBudgetFloor)) return nullptr;
-  const ClFusedFn fn = kd->isa() >= Isa::avx2 ? &depthwise_cl_fused_avx2 : &depthwise_cl_fused_scalar;
+  const ClFusedFn fn = kernel_config(kd->isa()).depthwise.cl_fused;
   return std::make_unique<DepthwiseClFusedKernel>(std::move(p), fn, kd->threads());
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/tier_kernels.hpp"
 #include "impl/depthwise/depthwise_plan.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
@@ -63,7 +64,7 @@ struct DwKernel {
     if (v.sw == 1 || count == 1)
       V::store_row(in, count, base, v.dtype, off);
     else
-      store_row_scalar(in, count, base, v.dtype, off, v.sw);
+      scalar::store_row(in, count, base, v.dtype, off, v.sw);
   }
 
   // Packs one row of `count` elements into `phases` phase rows of `len`

@@ -90,7 +90,5 @@ void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_
                                      int64_t n, OperandRounding rounding, float* out);
 
 // One task of a depthwise/grouped plan; scratch holds p.scratch_floats floats.
-void depthwise_task_scalar(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch);
-void depthwise_task_avx2(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch);
 
 }  // namespace convbwd::detail

@@ -90,28 +90,28 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, f
     const int64_t esize = T == DataType::f32 ? 4 : 2;
     for (int64_t q = 0; q < nred; ++q)
       for (int64_t b = 0; b < nblk; ++b) {
-        const int64_t col0 = (blk0 + b) * kNr;
+        const int64_t col0 = (blk0 + b) * nr;
         // Rows of a transposed weight are far apart (8 KB at 2048 channels),
         // so no hardware prefetcher follows them: fetch a block's first and
         // last element kPrefetchRows reduced steps ahead.
         if (col_step == 1 && q + kPrefetchRows < nred) {
           const int64_t ahead = first + col0 + (q + kPrefetchRows) * red_step;
           __builtin_prefetch(bytes + ahead * esize);
-          __builtin_prefetch(bytes + (ahead + std::min<int64_t>(kNr, cols() - col0) - 1) * esize);
+          __builtin_prefetch(bytes + (ahead + std::min<int64_t>(nr, cols() - col0) - 1) * esize);
         }
-        const int64_t ncols = std::min<int64_t>(kNr, cols() - col0);
-        float* o = dst + b * block_floats() + q * kNr;
+        const int64_t ncols = std::min<int64_t>(nr, cols() - col0);
+        float* o = dst + b * block_floats() + q * nr;
         const int64_t row_q = first + col0 * col_step + q * red_step;
         for (int64_t r0 = 0; r0 < ks[0]; ++r0)
           for (int64_t r1 = 0; r1 < ks[1]; ++r1)
-            for (int64_t r2 = 0; r2 < ks[2]; ++r2, o += nred * kNr) {
+            for (int64_t r2 = 0; r2 < ks[2]; ++r2, o += nred * nr) {
               const int64_t row = row_q + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
               if (col_step == 1) {
                 for (int64_t j = 0; j < ncols; ++j) o[j] = round_operand<R>(load<T>(base, row + j));
               } else {
                 for (int64_t j = 0; j < ncols; ++j) o[j] = round_operand<R>(load<T>(base, row + j * col_step));
               }
-              for (int64_t j = ncols; j < kNr; ++j) o[j] = 0.0f;
+              for (int64_t j = ncols; j < nr; ++j) o[j] = 0.0f;
               if (zero_nonfinite) detail::zero_nonfinite(o, ncols);
             }
       }

@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <string>
 
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/gemm.hpp"
 #include "impl/implementation.hpp"
 #include "impl/operand_access.hpp"
 #include "kernels/any_nonfinite.hpp"
+#include "kernels/config.hpp"
+#include "kernels/tier_kernels.hpp"
 #include "numeric/float_formats.hpp"
 #include "problem/checked.hpp"
 #include "problem/spec.hpp"
@@ -141,8 +143,8 @@ struct ImageCopy {
   std::array<int64_t, 3> src{1, 1, 1};  // source extents
   std::array<int64_t, 3> ext{1, 1, 1};  // stored extents
   std::array<int64_t, 3> lo{0, 0, 0};
-  ToChannelsLast convert = to_channels_last_scalar;  // chosen by ISA at plan time
-  AnyNonfinite check = any_nonfinite_scalar;         // likewise
+  ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
+  AnyNonfinite check = scalar::any_nonfinite;         // likewise
 
   int64_t blocks() const { return (cg + cp - 1) / cp; }
   int64_t block_floats() const { return ext[0] * ext[1] * ext[2] * cp; }
@@ -160,8 +162,8 @@ struct ImageCopy {
   void finish_rows(float* o, int64_t pixels, int64_t nc, bool zero_nonfinite) const;
 };
 
-// Packs weights for the gather kernel: [blk][tap][red][16] per group, where
-// the 16 columns are `cols` (output channels of the tile) and red the reduced
+// Packs weights for the gather kernel: [blk][tap][red][nr] per group, where
+// the nr columns are `cols` (output channels of the tile) and red the reduced
 // channel. transpose = false: cols are k, red is c (forward);
 // true: cols are c, red is k (data gradient).
 struct WeightPack {
@@ -171,12 +173,13 @@ struct WeightPack {
   int64_t groups = 1, k = 0, c = 0, taps = 1;
   std::array<int64_t, 3> ks{1, 1, 1};
   bool transpose = false;
-  AnyNonfinite check = any_nonfinite_scalar;  // chosen by ISA at plan time
+  int64_t nr = 16;  // columns per block: the microkernel's nr (kernel config)
+  AnyNonfinite check = scalar::any_nonfinite;  // chosen by ISA at plan time
 
   int64_t cols() const { return transpose ? c : k; }
   int64_t red() const { return transpose ? k : c; }
-  int64_t blocks() const { return ceil_div(cols(), kNr); }
-  int64_t block_floats() const { return taps * red() * kNr; }
+  int64_t blocks() const { return ceil_div(cols(), nr); }
+  int64_t block_floats() const { return taps * red() * nr; }
   int64_t group_floats() const { return blocks() * block_floats(); }
   // Packs blocks blk0 .. blk0+nblk-1 of group g into dst (nblk *
   // block_floats() floats, block after block).
@@ -186,33 +189,21 @@ struct WeightPack {
             bool* found = nullptr) const;
 };
 
-// Stores rows x cols of an fp32 tile (row stride kNr) into a view:
+// Stores rows x cols of an fp32 tile (row stride `pitch`) into a view:
 // element (i, j) goes to row_base[i] + j * col_stride, rounded once.
 // fp32 rows are copied inline (store_row_f32); narrow types go through the
 // ISA's row store, which converts eight at a time.
-inline void store_tile(StoreRow store, void* base, DataType dt, const float* tile, const int64_t* row_base, int rows,
-                       int64_t col_stride, int cols) {
+inline void store_tile(StoreRow store, void* base, DataType dt, const float* tile, int64_t pitch,
+                       const int64_t* row_base, int rows, int64_t col_stride, int cols) {
   for (int i = 0; i < rows; ++i) {
     if (dt == DataType::f32)
-      store_row_f32(tile + i * kNr, cols, static_cast<float*>(base) + row_base[i], col_stride);
+      store_row_f32(tile + i * pitch, cols, static_cast<float*>(base) + row_base[i], col_stride);
     else
-      store(tile + i * kNr, cols, base, dt, row_base[i], col_stride);
+      store(tile + i * pitch, cols, base, dt, row_base[i], col_stride);
   }
 }
 
-// Kernels by ISA, chosen at plan time.
-struct Kernels {
-  MicroKernel gather, strided;
-  ToChannelsLast convert;
-  StoreRow store;
-  AnyNonfinite any_nonfinite;
-};
-inline Kernels kernels_for(Isa isa) {
-  if (isa >= Isa::avx2)
-    return {f32_gemm_6x16_gather_avx2, f32_gemm_6x16_strided_avx2, to_channels_last_avx2, store_row_avx2,
-            any_nonfinite_avx2};
-  return {f32_gemm_6x16_gather_scalar, f32_gemm_6x16_strided_scalar, to_channels_last_scalar, store_row_scalar,
-          any_nonfinite_scalar};
-}
+// The tier's kernels and their tile shape, chosen at plan time.
+inline const KernelConfig& kernels_for(Isa isa) { return kernel_config(isa); }
 
 }  // namespace convbwd::detail::gemm

@@ -4,9 +4,9 @@
 //   out[pixel, col] = sum over taps r, reduced channels q of
 //                     src[pixel position + shift(r), q] * Wpacked[r, q, col]
 //
-// Rows of a 6x16 tile are six output pixels (any six: a tile may wrap across
-// image rows, so 7x7 images waste nothing but the last tile's tail); columns
-// are 16 output channels; the gather kernel keeps the accumulators in
+// Rows of an mr x nr tile are mr output pixels (any mr: a tile may wrap
+// across image rows, so 7x7 images waste nothing but the last tile's tail);
+// columns are nr output channels; the gather kernel keeps the accumulators in
 // registers across all taps and channels, so each output is rounded once.
 //
 // The data gradient of a strided convolution is split into s^d phases (output
@@ -42,8 +42,10 @@ class GatherConvKernel final : public OpKernel {
     const Geometry& g = op.geo;
     const Space sp = space_of(g);
     const bool dgrad = op.op == Op::bwd_data;
-    kern_ = kernels_for(ctx.isa).gather;
-    store_ = kernels_for(ctx.isa).store;
+    kern_ = kernels_for(ctx.isa).gemm.gather;
+    mr_ = kernels_for(ctx.isa).gemm.mr;
+    nr_ = kernels_for(ctx.isa).gemm.nr;
+    store_ = kernels_for(ctx.isa).store_row;
     cols_ = dgrad ? g.c : g.k;
     red_ = dgrad ? g.k : g.c;
     groups_ = g.groups;
@@ -53,7 +55,7 @@ class GatherConvKernel final : public OpKernel {
     // count (2.5e10, a fuzz finding) made planning run for minutes. The
     // packed weights must fit the workspace anyway (double: no overflow).
     const double packed_weight_bytes = static_cast<double>(groups_) * static_cast<double>(sp.taps()) *
-                                       static_cast<double>(red_) * static_cast<double>(round_up(cols_, kNr)) * 4.0;
+                                       static_cast<double>(red_) * static_cast<double>(round_up(cols_, nr_)) * 4.0;
     if (packed_weight_bytes > static_cast<double>(workspace_budget(op, ctx))) {
       *why = "the packed weights exceed the workspace budget";
       ok_ = false;
@@ -81,6 +83,7 @@ class GatherConvKernel final : public OpKernel {
     wp_.taps = sp.taps();
     wp_.ks = sp.k;
     wp_.transpose = dgrad;
+    wp_.nr = nr_;
 
     src_.v = op.a;
     src_.spatial = g.spatial;
@@ -88,7 +91,7 @@ class GatherConvKernel final : public OpKernel {
     src_.groups = g.groups;
     src_.cg = red_;
     src_.cp = pixel_pitch(red_);
-    src_.convert = kernels_for(ctx.isa).convert;
+    src_.convert = kernels_for(ctx.isa).to_channels_last;
     src_.check = kernels_for(ctx.isa).any_nonfinite;
     src_.src = dgrad ? sp.y : sp.x;
 
@@ -107,7 +110,7 @@ class GatherConvKernel final : public OpKernel {
           for (int64_t r2 = 0; r2 < sp.k[2]; ++r2) {
             const int64_t tap = (r0 * sp.k[1] + r1) * sp.k[2] + r2;
             ph.a_off.push_back(((r0 * sp.d[0] * src_.ext[1] + r1 * sp.d[1]) * src_.ext[2] + r2 * sp.d[2]) * src_.cp);
-            ph.b_off.push_back(tap * red_ * kNr);
+            ph.b_off.push_back(tap * red_ * nr_);
             ph.len.push_back(red_);
           }
       phases_.push_back(std::move(ph));
@@ -166,7 +169,7 @@ class GatherConvKernel final : public OpKernel {
                   ph.a_off.push_back(
                       (((q[0] - qmin[0]) * src_.ext[1] + (q[1] - qmin[1])) * src_.ext[2] + (q[2] - qmin[2])) *
                       src_.cp);
-                  ph.b_off.push_back(tap * red_ * kNr);
+                  ph.b_off.push_back(tap * red_ * nr_);
                   ph.len.push_back(red_);
                 }
             phases_.push_back(std::move(ph));
@@ -180,12 +183,12 @@ class GatherConvKernel final : public OpKernel {
     for (Phase& ph : phases_) {
       ph.pixels = ph.u[0] * ph.u[1] * ph.u[2];
       max_runs = std::max<int64_t>(max_runs, static_cast<int64_t>(ph.len.size()));
-      split_into_chunks(ph, chunk_steps());
+      split_into_chunks(ph, chunk_steps(), nr_);
     }
     // Every task streams all weight blocks once, so at least 8 tiles (48
     // pixels) per task even when their A rows overflow L2: the dilated
     // 512-channel DeepLab layer ran ~15% faster with 8 than with 4.
-    tile_group_ = std::clamp<int64_t>((512 << 10) / (kMr * max_runs * red_ * 4), 8, kMaxTileGroup);
+    tile_group_ = std::clamp<int64_t>((512 << 10) / (mr_ * max_runs * red_ * 4), 8, kMaxTileGroup);
 
     // Workspace: packed weights, then as many image copies as fit.
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
@@ -222,7 +225,7 @@ class GatherConvKernel final : public OpKernel {
     // gradient made 2 tasks, of 42 and 24 tiles, for 2 threads). Which task
     // computes a tile does not change its sums, so neither do the bits.
     int64_t batch_tiles = 0;
-    for (const Phase& ph : phases_) batch_tiles += ceil_div(batch_ * ph.pixels, kMr);
+    for (const Phase& ph : phases_) batch_tiles += ceil_div(batch_ * ph.pixels, mr_);
     const int64_t min_tasks = 4 * static_cast<int64_t>(threads_);
     if (threads_ > 1 && ceil_div(batch_tiles, tile_group_) < min_tasks)
       tile_group_ = std::clamp<int64_t>(ceil_div(batch_tiles, min_tasks), kMinBalancedTileGroup, tile_group_);
@@ -233,7 +236,7 @@ class GatherConvKernel final : public OpKernel {
     for (const int64_t nb : {batch_, n_ % batch_}) {
       std::vector<int64_t>& ends = nb == batch_ ? task_ends_full_ : task_ends_tail_;
       int64_t total = 0;
-      for (const Phase& ph : phases_) ends.push_back(total += ceil_div(ceil_div(nb * ph.pixels, kMr), tile_group_));
+      for (const Phase& ph : phases_) ends.push_back(total += ceil_div(ceil_div(nb * ph.pixels, mr_), tile_group_));
     }
   }
 
@@ -318,7 +321,7 @@ class GatherConvKernel final : public OpKernel {
     if (p > 0) rest -= ends[p - 1];
     const Phase& ph = phases_[p];
     const int64_t batch_pixels = nb * ph.pixels;
-    const int64_t tile_count = ceil_div(batch_pixels, kMr);
+    const int64_t tile_count = ceil_div(batch_pixels, mr_);
     const float* src = img + g * src_.image_floats();
     const Strides ds = strides_of(op_.dst, op_.geo.spatial);
     const int64_t dst_ch0 = ds.offset + n0 * ds.n + g * cols_ * ds.ch;
@@ -326,17 +329,17 @@ class GatherConvKernel final : public OpKernel {
 
     MicroArgs ka;
     ka.as = 1;
-    ka.bs = kNr;
+    ka.bs = nr_;
     // The task's tiles: row pointers and output positions, computed once.
-    alignas(64) float tiles[kMaxTileGroup * kMr * kNr];
-    const float* rows_a[kMaxTileGroup][kMr];
-    int64_t row_base[kMaxTileGroup][kMr];
+    alignas(64) float tiles[kMaxTileGroup * kMaxMr * kMaxNr];
+    const float* rows_a[kMaxTileGroup][kMaxMr];
+    int64_t row_base[kMaxTileGroup][kMaxMr];
     int row_count[kMaxTileGroup];
     bool consecutive[kMaxTileGroup];
     for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
-      const int64_t j = tl - tile_lo, px0 = tl * kMr;
-      row_count[j] = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0));
-      for (int r = 0; r < kMr; ++r) {
+      const int64_t j = tl - tile_lo, px0 = tl * mr_;
+      row_count[j] = static_cast<int>(std::min<int64_t>(mr_, batch_pixels - px0));
+      for (int r = 0; r < mr_; ++r) {
         // Rows past the last pixel recompute pixel px0; they are not stored.
         const int64_t bpx = px0 + (r < row_count[j] ? r : 0);
         const int64_t i = bpx / ph.pixels, px = bpx % ph.pixels;
@@ -362,7 +365,7 @@ class GatherConvKernel final : public OpKernel {
     // terms in the same order: the bits do not depend on the chunking.
     for (int64_t blk = b0; blk < b1; ++blk) {
       ka.b = w + (blk - b0) * wp_.block_floats();
-      const int cols = static_cast<int>(std::min<int64_t>(kNr, cols_ - blk * kNr));
+      const int cols = static_cast<int>(std::min<int64_t>(nr_, cols_ - blk * nr_));
       for (int64_t ch = 0; ch < chunks; ++ch) {
         const size_t first = ch == 0 ? 0 : static_cast<size_t>(ph.chunk_ends[static_cast<size_t>(ch) - 1]);
         ka.a_off = ph.a_off.data() + first;
@@ -372,28 +375,28 @@ class GatherConvKernel final : public OpKernel {
         ka.accumulate = ch > 0;
         for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
           const int64_t j = tl - tile_lo;
-          for (int r = 0; r < kMr; ++r) ka.a[r] = rows_a[j][r];
-          ka.acc = tiles + j * kMr * kNr;
+          for (int r = 0; r < mr_; ++r) ka.a[r] = rows_a[j][r];
+          ka.acc = tiles + j * mr_ * nr_;
           kern_(ka);
         }
       }
-      int64_t out_base[kMr];
+      int64_t out_base[kMaxMr];
       for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
         const int64_t j = tl - tile_lo;
-        float* const tile = tiles + j * kMr * kNr;
-        if (chunks == 0) std::fill(tile, tile + kMr * kNr, 0.0f);  // no tap reaches this phase
+        float* const tile = tiles + j * mr_ * nr_;
+        if (chunks == 0) std::fill(tile, tile + mr_ * nr_, 0.0f);  // no tap reaches this phase
         if (consecutive[j]) {
           // The tile's pixels are neighbours in an fp32 output whose pixels
           // are contiguous (NCHW): each channel's run of pixels is stored
           // whole, through the channels-last converter run backwards (the
           // tile's pixels as its channels): 32 stores instead of 96 scalar
           // ones at the channel stride.
-          src_.convert(tile, DataType::f32, OperandRounding::none, 0, kNr, 1, row_count[j], cols,
-                       static_cast<float*>(args.dst) + row_base[j][0] + blk * kNr * ds.ch, ds.ch);
+          src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, row_count[j], cols,
+                       static_cast<float*>(args.dst) + row_base[j][0] + blk * nr_ * ds.ch, ds.ch);
           continue;
         }
-        for (int r = 0; r < kMr; ++r) out_base[r] = row_base[j][r] + blk * kNr * ds.ch;
-        store_tile(store_, args.dst, op_.dst.dtype, tile, out_base, row_count[j], ds.ch, cols);
+        for (int r = 0; r < mr_; ++r) out_base[r] = row_base[j][r] + blk * nr_ * ds.ch;
+        store_tile(store_, args.dst, op_.dst.dtype, tile, nr_, out_base, row_count[j], ds.ch, cols);
       }
     }
   }
@@ -407,7 +410,7 @@ class GatherConvKernel final : public OpKernel {
   // splitting a run that crosses a chunk boundary into two runs (same A and
   // B positions, continued), so the concatenated run/step sequence is
   // unchanged.
-  static void split_into_chunks(Phase& ph, int64_t steps) {
+  static void split_into_chunks(Phase& ph, int64_t steps, int64_t nr) {
     std::vector<int64_t> a_off, b_off, len;
     int64_t in_chunk = 0;
     for (size_t r = 0; r < ph.len.size(); ++r) {
@@ -415,7 +418,7 @@ class GatherConvKernel final : public OpKernel {
       while (done < ph.len[r]) {
         const int64_t take = std::min(ph.len[r] - done, steps - in_chunk);
         a_off.push_back(ph.a_off[r] + done);
-        b_off.push_back(ph.b_off[r] + done * kNr);
+        b_off.push_back(ph.b_off[r] + done * nr);
         len.push_back(take);
         done += take;
         in_chunk += take;
@@ -447,6 +450,7 @@ class GatherConvKernel final : public OpKernel {
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
   StoreRow store_ = nullptr;
+  int mr_ = 0, nr_ = 0;  // the kernel's tile (kernel config)
   int64_t cols_ = 0, red_ = 0, groups_ = 1, n_ = 0;
   WeightPack wp_;
   ImageCopy src_;

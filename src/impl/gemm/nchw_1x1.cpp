@@ -53,9 +53,11 @@ class Nchw1x1Kernel final : public OpKernel {
   Nchw1x1Kernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(std::max(ctx.threads, 1)) {
     const Geometry& g = op.geo;
     const bool dgrad = op.op == Op::bwd_data;
-    kern_ = kernels_for(ctx.isa).strided;
-    convert_ = kernels_for(ctx.isa).convert;
-    store_ = kernels_for(ctx.isa).store;
+    kern_ = kernels_for(ctx.isa).gemm.strided;
+    mr_ = kernels_for(ctx.isa).gemm.mr;
+    nr_ = kernels_for(ctx.isa).gemm.nr;
+    convert_ = kernels_for(ctx.isa).to_channels_last;
+    store_ = kernels_for(ctx.isa).store_row;
     groups_ = g.groups;
     n_ = g.n;
     cols_ = dgrad ? g.c : g.k;
@@ -64,12 +66,12 @@ class Nchw1x1Kernel final : public OpKernel {
     for (int d = 0; d < g.spatial; ++d) pixels_ *= g.xsize[d];
     a_px_ = flat_pixel_stride(op.a, g.spatial);
     dst_px_ = flat_pixel_stride(op.dst, g.spatial);
-    row_tiles_ = ceil_div(cols_, kMr);
+    row_tiles_ = ceil_div(cols_, mr_);
     // Pixels per task: up to 256, as long as the task's panels (reduced
     // channels x pixels) stay within 256 KB of L2.
-    strip_px_ = std::clamp<int64_t>((int64_t{1} << 16) / std::max<int64_t>(red_, 1) / kNr * kNr, kNr, 256);
+    strip_px_ = std::clamp<int64_t>((int64_t{1} << 16) / std::max<int64_t>(red_, 1) / nr_ * nr_, nr_, 256);
     panel_floats_ = round_up(red_ * strip_px_, kAlignFloats);
-    weights_floats_ = round_up(groups_ * row_tiles_ * red_ * kMr, kAlignFloats);
+    weights_floats_ = round_up(groups_ * row_tiles_ * red_ * mr_, kAlignFloats);
     strips_ = ceil_div(pixels_, strip_px_);
   }
 
@@ -81,7 +83,7 @@ class Nchw1x1Kernel final : public OpKernel {
     float* const wpk = reinterpret_cast<float*>(args.workspace);
     float* const panels = wpk + weights_floats_;
     pool.parallel_for(groups_ * row_tiles_, threads_, [&](int64_t t, int) {
-      pack_rows(args.b, t / row_tiles_, t % row_tiles_, wpk + t * red_ * kMr);
+      pack_rows(args.b, t / row_tiles_, t % row_tiles_, wpk + t * red_ * mr_);
     });
     pool.parallel_for(n_ * groups_ * strips_, threads_, [&](int64_t t, int thread) {
       compute(args, wpk, panels + thread * panel_floats_, t);
@@ -95,18 +97,18 @@ class Nchw1x1Kernel final : public OpKernel {
     const bool dgrad = op_.op == Op::bwd_data;
     const View& v = op_.b;  // [G*K, C, 1...]
     const int64_t s0 = v.strides[0], s1 = v.strides[1];
-    for (int i = 0; i < kMr; ++i) {
-      const int64_t row = tile * kMr + i;
+    for (int i = 0; i < mr_; ++i) {
+      const int64_t row = tile * mr_ + i;
       if (row >= cols_) {
-        for (int64_t t = 0; t < red_; ++t) dst[t * kMr + i] = 0.0f;
+        for (int64_t t = 0; t < red_; ++t) dst[t * mr_ + i] = 0.0f;
         continue;
       }
       // Element (row, t) of W' is w[g*K + k, c] with (k, c) = dgrad ? (t, row) : (row, t).
       const int64_t base = v.offset + (dgrad ? g * op_.geo.k * s0 + row * s1 : (g * op_.geo.k + row) * s0);
       const int64_t step = dgrad ? s0 : s1;
       // One "channel" of red_ "pixels": the channels-last converter writes
-      // them kMr apart, i.e. column i of the [t][6] panel.
-      convert_(w, v.dtype, op_.rounding, base, 1, step, 1, red_, dst + i, kMr);
+      // them mr_ apart, i.e. column i of the [t][6] panel.
+      convert_(w, v.dtype, op_.rounding, base, 1, step, 1, red_, dst + i, mr_);
     }
   }
 
@@ -117,21 +119,21 @@ class Nchw1x1Kernel final : public OpKernel {
     const View& dv = op_.dst;
     const int64_t p_lo = strip * strip_px_;
     const int64_t np_all = std::min(strip_px_, pixels_ - p_lo);
-    const int64_t full = np_all / kNr, rem = np_all % kNr;
+    const int64_t full = np_all / nr_, rem = np_all % nr_;
     // Panels [16-pixel block][t][16], written channel by channel: each
     // source row of the strip is read once, sequentially. (Packing one
     // 16-pixel panel at a time touched one line in each of `red` channel
     // planes per panel, more streams than the prefetchers follow: the
     // packing cost as much as the FMAs.)
     const int64_t src0 = a.offset + n * a.strides[0] + g * red_ * a.strides[1] + p_lo * a_px_;
-    const int64_t pitch = red_ * kNr;
+    const int64_t pitch = red_ * nr_;
     for (int64_t t = 0; t < red_; ++t) {
       const int64_t s0 = src0 + t * a.strides[1];
-      if (full > 0) convert_(args.a, a.dtype, op_.rounding, s0, a_px_, kNr * a_px_, kNr, full, panel + t * kNr, pitch);
+      if (full > 0) convert_(args.a, a.dtype, op_.rounding, s0, a_px_, nr_ * a_px_, nr_, full, panel + t * nr_, pitch);
       if (rem > 0) {
-        float* const o = panel + full * pitch + t * kNr;
-        convert_(args.a, a.dtype, op_.rounding, s0 + full * kNr * a_px_, a_px_, 1, rem, 1, o, kNr);
-        std::fill(o + rem, o + kNr, 0.0f);
+        float* const o = panel + full * pitch + t * nr_;
+        convert_(args.a, a.dtype, op_.rounding, s0 + full * nr_ * a_px_, a_px_, 1, rem, 1, o, nr_);
+        std::fill(o + rem, o + nr_, 0.0f);
       }
     }
     MicroArgs ka;
@@ -140,24 +142,24 @@ class Nchw1x1Kernel final : public OpKernel {
     ka.b_off = &zero;
     ka.len = &red_;
     ka.runs = 1;
-    ka.as = kMr;
-    ka.bs = kNr;
-    alignas(64) float tile[kMr * kNr];
+    ka.as = mr_;
+    ka.bs = nr_;
+    alignas(64) float tile[kMaxMr * kMaxNr];
     ka.acc = tile;
-    int64_t row_base[kMr];
+    int64_t row_base[kMaxMr];
     for (int64_t blk = 0; blk < full + (rem > 0); ++blk) {
-      const int64_t p0 = p_lo + blk * kNr;
-      const int np = static_cast<int>(blk < full ? kNr : rem);
+      const int64_t p0 = p_lo + blk * nr_;
+      const int np = static_cast<int>(blk < full ? nr_ : rem);
       // This panel (red x 16 floats) stays in L1 while every row tile of
       // the output passes over it.
       ka.b = panel + blk * pitch;
       for (int64_t rt = 0; rt < row_tiles_; ++rt) {
-        ka.a[0] = wpk + (g * row_tiles_ + rt) * red_ * kMr;
+        ka.a[0] = wpk + (g * row_tiles_ + rt) * red_ * mr_;
         kern_(ka);
-        const int rows = static_cast<int>(std::min<int64_t>(kMr, cols_ - rt * kMr));
+        const int rows = static_cast<int>(std::min<int64_t>(mr_, cols_ - rt * mr_));
         for (int i = 0; i < rows; ++i)
-          row_base[i] = dv.offset + n * dv.strides[0] + (g * cols_ + rt * kMr + i) * dv.strides[1] + p0 * dst_px_;
-        store_tile(store_, args.dst, dv.dtype, tile, row_base, rows, dst_px_, np);
+          row_base[i] = dv.offset + n * dv.strides[0] + (g * cols_ + rt * mr_ + i) * dv.strides[1] + p0 * dst_px_;
+        store_tile(store_, args.dst, dv.dtype, tile, nr_, row_base, rows, dst_px_, np);
       }
     }
   }
@@ -165,10 +167,11 @@ class Nchw1x1Kernel final : public OpKernel {
   OpSpec op_;
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
+  int mr_ = 0, nr_ = 0;  // the kernel\'s tile (kernel config)
   ToChannelsLast convert_ = nullptr;
   StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, pixels_ = 0;
-  int64_t a_px_ = 1, dst_px_ = 1, row_tiles_ = 0, strip_px_ = kNr, strips_ = 0;
+  int64_t a_px_ = 1, dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0;
   int64_t panel_floats_ = 0, weights_floats_ = 0;
 };
 

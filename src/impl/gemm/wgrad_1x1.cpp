@@ -54,16 +54,18 @@ class Wgrad1x1Kernel final : public OpKernel {
  public:
   Wgrad1x1Kernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(std::max(ctx.threads, 1)) {
     const Geometry& g = op.geo;
-    kern_ = kernels_for(ctx.isa).gather;
-    convert_ = kernels_for(ctx.isa).convert;
-    store_ = kernels_for(ctx.isa).store;
+    kern_ = kernels_for(ctx.isa).gemm.gather;
+    mr_ = kernels_for(ctx.isa).gemm.mr;
+    nr_ = kernels_for(ctx.isa).gemm.nr;
+    convert_ = kernels_for(ctx.isa).to_channels_last;
+    store_ = kernels_for(ctx.isa).store_row;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
     c_ = g.c;
     pixels_ = g.x_spatial();
-    kt_ = ceil_div(k_, kMr);
-    cb_ = ceil_div(c_, kNr);
+    kt_ = ceil_div(k_, mr_);
+    cb_ = ceil_div(c_, nr_);
     // fp32 operands without rounding are read in place; anything else is
     // converted (and rounded) into a per-thread copy of the task's dy rows.
     direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none;
@@ -79,16 +81,16 @@ class Wgrad1x1Kernel final : public OpKernel {
     // once.
     split_c_ = c_ > k_ && groups_ * cb_ >= 2 * threads_;
     tasks_ = std::min<int64_t>(groups_ * (split_c_ ? cb_ : kt_), 2 * threads_);
-    acc_floats_ = one_pass_ ? 0 : round_up(groups_ * kt_ * cb_ * kMr * kNr, kAlignFloats);
+    acc_floats_ = one_pass_ ? 0 : round_up(groups_ * kt_ * cb_ * mr_ * nr_, kAlignFloats);
     // Converted dy rows: the task's k-tiles, or (splitting c) one group's.
-    const int64_t rows_per_task = (split_c_ ? kt_ : ceil_div(groups_ * kt_, tasks_)) * kMr;
-    panel_floats_ = round_up(runs_ * run_len_ * kNr, kAlignFloats);
+    const int64_t rows_per_task = (split_c_ ? kt_ : ceil_div(groups_ * kt_, tasks_)) * mr_;
+    panel_floats_ = round_up(runs_ * run_len_ * nr_, kAlignFloats);
     nb_ = one_pass_ ? std::clamp<int64_t>(kPanelSetFloats / panel_floats_, 1, cb_) : 1;
     // In one pass, converted dy rows are made once for all tasks (each
     // would otherwise convert all of its group's rows, the whole dy when
     // tasks split c-blocks); chunks convert per task, chunk by chunk.
     shared_rows_ = one_pass_ && !direct_;
-    shared_rows_floats_ = shared_rows_ ? round_up(groups_ * kt_ * kMr * runs_ * run_len_, kAlignFloats) : 0;
+    shared_rows_floats_ = shared_rows_ ? round_up(groups_ * kt_ * mr_ * runs_ * run_len_, kAlignFloats) : 0;
     const bool own_rows = !direct_ && !shared_rows_;
     scratch_floats_ = round_up(nb_ * panel_floats_ + (own_rows ? rows_per_task * runs_ * run_len_ : 0), kAlignFloats);
   }
@@ -104,7 +106,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     float* const scratch = shared_rows + shared_rows_floats_;
     if (shared_rows_)
       pool.parallel_for(groups_ * kt_, threads_, [&](int64_t u, int) {
-        convert_rows(args, u, u + 1, 0, 0, pixels_, shared_rows + u * kMr * runs_ * run_len_);
+        convert_rows(args, u, u + 1, 0, 0, pixels_, shared_rows + u * mr_ * runs_ * run_len_);
       });
     pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
       compute(args, acc, shared_rows, scratch + thread * scratch_floats_, t);
@@ -132,14 +134,14 @@ class Wgrad1x1Kernel final : public OpKernel {
                     float* rows) const {
     const View& a = op_.a;
     for (int64_t u = u0; u < u1; ++u)
-      for (int i = 0; i < kMr; ++i) {
-        const int64_t k = std::min((u % kt_) * kMr + i, k_ - 1);  // rows past K repeat a real row
+      for (int i = 0; i < mr_; ++i) {
+        const int64_t k = std::min((u % kt_) * mr_ + i, k_ - 1);  // rows past K repeat a real row
         for (int64_t r = 0; r < runs_; ++r) {
           const int64_t src = a.offset + (n0 + r) * a.strides[0] + ((u / kt_) * k_ + k) * a.strides[1] + p0;
           // One "pixel" of len unit-stride "channels": the converter's
           // plain vector copy (its pixel stride is unused for one pixel).
           convert_(args.a, a.dtype, op_.rounding, src, 1, kChunk, len, 1,
-                   rows + (((u - u0) * kMr + i) * runs_ + r) * run_len_, kChunk);
+                   rows + (((u - u0) * mr_ + i) * runs_ + r) * run_len_, kChunk);
         }
       }
   }
@@ -166,44 +168,44 @@ class Wgrad1x1Kernel final : public OpKernel {
     ka.b_off = b_off;
     ka.len = lens;
     ka.runs = runs_;
-    ka.bs = kNr;
-    alignas(64) float tile[kMr * kNr];
+    ka.bs = nr_;
+    alignas(64) float tile[kMaxMr * kMaxNr];
     // The passes: one over every image (one_pass_), or one per chunk.
     for (int64_t n0 = 0; n0 < n_; n0 += runs_)
       for (int64_t p0 = 0; p0 < pixels_; p0 += run_len_) {
         const int64_t len = std::min(run_len_, pixels_ - p0);
         for (int64_t r = 0; r < runs_; ++r) {
           a_off[r] = direct_ ? r * a.strides[0] : r * run_len_;
-          b_off[r] = r * run_len_ * kNr;
+          b_off[r] = r * run_len_ * nr_;
           lens[r] = len;
         }
         ka.accumulate = !one_pass_ && !(n0 == 0 && p0 == 0);
         // x panel [run][p][16] of channels cb*16.. of group g; zero past C.
         auto pack_panel = [&](int64_t g, int64_t cb, int64_t slot) {
-          const int64_t nc = std::min<int64_t>(kNr, c_ - cb * kNr);
+          const int64_t nc = std::min<int64_t>(nr_, c_ - cb * nr_);
           for (int64_t r = 0; r < runs_; ++r) {
             float* const out = panel + slot * panel_floats_ + b_off[r];
             convert_(args.b, b.dtype, op_.rounding,
-                     b.offset + (n0 + r) * b.strides[0] + (g * c_ + cb * kNr) * b.strides[1] + p0, b.strides[1], 1,
-                     nc, len, out, kNr);
-            if (nc < kNr)
-              for (int64_t p = 0; p < len; ++p) std::fill(out + p * kNr + nc, out + (p + 1) * kNr, 0.0f);
+                     b.offset + (n0 + r) * b.strides[0] + (g * c_ + cb * nr_) * b.strides[1] + p0, b.strides[1], 1,
+                     nc, len, out, nr_);
+            if (nc < nr_)
+              for (int64_t p = 0; p < len; ++p) std::fill(out + p * nr_ + nc, out + (p + 1) * nr_, 0.0f);
           }
         };
         // Tile (unit u, c-block cb) over this pass; rows_lo: the unit
         // whose converted rows start the rows buffer.
         auto tile_pass = [&](int64_t u, int64_t cb, int64_t rows_lo, int64_t slot) {
-          for (int i = 0; i < kMr; ++i) {
+          for (int i = 0; i < mr_; ++i) {
             if (direct_) {
-              const int64_t k = std::min((u % kt_) * kMr + i, k_ - 1);
+              const int64_t k = std::min((u % kt_) * mr_ + i, k_ - 1);
               ka.a[i] = static_cast<const float*>(args.a) + a.offset + n0 * a.strides[0] +
                         ((u / kt_) * k_ + k) * a.strides[1] + p0;
             } else {
-              ka.a[i] = rows + ((u - rows_lo) * kMr + i) * row_floats;
+              ka.a[i] = rows + ((u - rows_lo) * mr_ + i) * row_floats;
             }
           }
           ka.b = panel + slot * panel_floats_;
-          ka.acc = one_pass_ ? tile : acc + (u * cb_ + cb) * kMr * kNr;
+          ka.acc = one_pass_ ? tile : acc + (u * cb_ + cb) * mr_ * nr_;
           kern_(ka);
           if (one_pass_) store(args.dst, tile, u, cb);
         };
@@ -245,27 +247,28 @@ class Wgrad1x1Kernel final : public OpKernel {
     if (split_c_) {
       for (int64_t col = lo; col < hi; ++col)
         for (int64_t u = col / cb_ * kt_; u < (col / cb_ + 1) * kt_; ++u)
-          store(args.dst, acc + (u * cb_ + col % cb_) * kMr * kNr, u, col % cb_);
+          store(args.dst, acc + (u * cb_ + col % cb_) * mr_ * nr_, u, col % cb_);
     } else {
       for (int64_t u = lo; u < hi; ++u)
-        for (int64_t cb = 0; cb < cb_; ++cb) store(args.dst, acc + (u * cb_ + cb) * kMr * kNr, u, cb);
+        for (int64_t cb = 0; cb < cb_; ++cb) store(args.dst, acc + (u * cb_ + cb) * mr_ * nr_, u, cb);
     }
   }
 
   // Stores the finished tile (unit u, c-block cb) into the weight gradient.
   void store(void* dst, const float* tile, int64_t u, int64_t cb) const {
     const View& w = op_.dst;  // [G*K, C, 1...]
-    const int64_t g = u / kt_, k0 = (u % kt_) * kMr;
-    const int rows_n = static_cast<int>(std::min<int64_t>(kMr, k_ - k0));
-    const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
-    int64_t row_base[kMr];
-    for (int i = 0; i < rows_n; ++i) row_base[i] = w.offset + (g * k_ + k0 + i) * w.strides[0] + cb * kNr * w.strides[1];
-    store_tile(store_, dst, w.dtype, tile, row_base, rows_n, w.strides[1], cols);
+    const int64_t g = u / kt_, k0 = (u % kt_) * mr_;
+    const int rows_n = static_cast<int>(std::min<int64_t>(mr_, k_ - k0));
+    const int cols = static_cast<int>(std::min<int64_t>(nr_, c_ - cb * nr_));
+    int64_t row_base[kMaxMr];
+    for (int i = 0; i < rows_n; ++i) row_base[i] = w.offset + (g * k_ + k0 + i) * w.strides[0] + cb * nr_ * w.strides[1];
+    store_tile(store_, dst, w.dtype, tile, nr_, row_base, rows_n, w.strides[1], cols);
   }
 
   OpSpec op_;
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
+  int mr_ = 0, nr_ = 0;  // the kernel\'s tile (kernel config)
   ToChannelsLast convert_ = nullptr;
   StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, pixels_ = 0, kt_ = 0, cb_ = 0, tasks_ = 1;

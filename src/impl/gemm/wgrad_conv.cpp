@@ -28,8 +28,10 @@ class WgradKernel final : public OpKernel {
   WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
     const Geometry& g = op.geo;
     sp_ = space_of(g);
-    kern_ = kernels_for(ctx.isa).strided;
-    store_ = kernels_for(ctx.isa).store;
+    kern_ = kernels_for(ctx.isa).gemm.strided;
+    mr_ = kernels_for(ctx.isa).gemm.mr;
+    nr_ = kernels_for(ctx.isa).gemm.nr;
+    store_ = kernels_for(ctx.isa).store_row;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -41,8 +43,8 @@ class WgradKernel final : public OpKernel {
     dy_.rounding = op.rounding;
     dy_.groups = g.groups;
     dy_.cg = g.k;
-    dy_.cp = kMr;
-    dy_.convert = x_.convert = kernels_for(ctx.isa).convert;
+    dy_.cp = mr_;
+    dy_.convert = x_.convert = kernels_for(ctx.isa).to_channels_last;
     dy_.check = x_.check = kernels_for(ctx.isa).any_nonfinite;
     dy_.src = dy_.ext = sp_.y;
     // x: channels-last, padded, channels rounded up to whole 16-vectors.
@@ -51,14 +53,14 @@ class WgradKernel final : public OpKernel {
     x_.rounding = op.rounding;
     x_.groups = g.groups;
     x_.cg = g.c;
-    x_.cp = kNr;
+    x_.cp = nr_;
     x_.src = sp_.x;
     for (int d = 0; d < 3; ++d) {
       x_.lo[d] = sp_.pb[d];
       x_.ext[d] = (sp_.y[d] - 1) * sp_.s[d] + (sp_.k[d] - 1) * sp_.d[d] + 1;
     }
-    kt_ = ceil_div(k_, kMr);
-    ct_ = ceil_div(c_, kNr);
+    kt_ = ceil_div(k_, mr_);
+    ct_ = ceil_div(c_, nr_);
     tiles_ = groups_ * sp_.taps() * ct_ * kt_;
     // Rows per chunk: ~512 reduction steps, so a tile's 24 accumulator loads
     // and stores are noise against its FMAs, while the chunk's rows of dy and
@@ -79,8 +81,8 @@ class WgradKernel final : public OpKernel {
     // (4 MB on the 2048->512 1x1 layer), cost as much memory as the copies
     // and a round trip through L3 per chunk.
     const int64_t rows_all = n_ * sp_.y[0] * sp_.y[1];
-    acc_floats_ = round_up(std::max(threads_, 1) * kMr * kNr, kAlignFloats);
-    const Checked tile_buffer = (Checked(tiles_) * (kMr * kNr)).rounded_up(kAlignFloats);
+    acc_floats_ = round_up(std::max(threads_, 1) * mr_ * nr_, kAlignFloats);
+    const Checked tile_buffer = (Checked(tiles_) * (mr_ * nr_)).rounded_up(kAlignFloats);
     if (!tile_buffer.ok()) {
       *why = "the weight gradient's tile buffer overflows 64 bits";
       ok_ = false;
@@ -141,14 +143,14 @@ class WgradKernel final : public OpKernel {
       });
       if (one_pass_)
         pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
-          compute(acc + thread * kMr * kNr, xs, dys, nb, true, t, args.dst);
+          compute(acc + thread * mr_ * nr_, xs, dys, nb, true, t, args.dst);
         });
       else
         pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
     }
     if (!one_pass_)
       pool.parallel_for(tasks_, threads_, [&](int64_t t, int) {
-        for (int64_t tl = task_begin(t); tl < task_begin(t + 1); ++tl) store(args.dst, acc + tl * kMr * kNr, tl);
+        for (int64_t tl = task_begin(t); tl < task_begin(t + 1); ++tl) store(args.dst, acc + tl * mr_ * nr_, tl);
       });
     seen.report(args.found);
   }
@@ -193,8 +195,8 @@ class WgradKernel final : public OpKernel {
     const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
     int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
     MicroArgs ka;
-    ka.as = kMr;
-    ka.bs = sp_.s[2] * kNr;
+    ka.as = mr_;
+    ka.bs = sp_.s[2] * nr_;
     ka.a_off = a_off;
     ka.b_off = b_off;
     ka.len = len;
@@ -210,7 +212,7 @@ class WgradKernel final : public OpKernel {
         }
         ka.a[0] = dys + kt * dy_.block_floats();
         ka.b = xs + cb * x_.block_floats();
-        ka.acc = dst ? acc : acc + tl * kMr * kNr;
+        ka.acc = dst ? acc : acc + tl * mr_ * nr_;
         ka.accumulate = !(first_batch && row0 == 0);
         kern_(ka);
         if (dst) store(dst, acc, tl);
@@ -253,14 +255,14 @@ class WgradKernel final : public OpKernel {
     const int64_t kt = tl % kt_, cb = (tl / kt_) % ct_, gr = tl / (kt_ * ct_);
     const int64_t g = gr / taps, tap = gr % taps;
     const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
-    const int rows = static_cast<int>(std::min<int64_t>(kMr, k_ - kt * kMr));
-    const int cols = static_cast<int>(std::min<int64_t>(kNr, c_ - cb * kNr));
+    const int rows = static_cast<int>(std::min<int64_t>(mr_, k_ - kt * mr_));
+    const int cols = static_cast<int>(std::min<int64_t>(nr_, c_ - cb * nr_));
     if (cols <= 0) return;
-    int64_t row_base[kMr];
+    int64_t row_base[kMaxMr];
     for (int i = 0; i < rows; ++i)
-      row_base[i] = ws.offset + (g * k_ + kt * kMr + i) * ws.n + cb * kNr * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] +
+      row_base[i] = ws.offset + (g * k_ + kt * mr_ + i) * ws.n + cb * nr_ * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] +
                     r2 * ws.sp[2];
-    store_tile(store_, dst, op_.dst.dtype, tile, row_base, rows, ws.ch, cols);
+    store_tile(store_, dst, op_.dst.dtype, tile, nr_, row_base, rows, ws.ch, cols);
   }
 
   OpSpec op_;
@@ -268,6 +270,7 @@ class WgradKernel final : public OpKernel {
   Space sp_;
   MicroKernel kern_ = nullptr;
   StoreRow store_ = nullptr;
+  int mr_ = 0, nr_ = 0;  // the kernel's tile (kernel config)
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0;
   ImageCopy dy_, x_;
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;

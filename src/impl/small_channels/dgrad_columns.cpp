@@ -46,17 +46,19 @@ class DgradKernel final : public OpKernel {
   DgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
     const Geometry& g = op.geo;
     sp_ = space_of(g);
-    kern_ = gemm::kernels_for(ctx.isa).strided;
-    convert_ = gemm::kernels_for(ctx.isa).convert;
+    kern_ = gemm::kernels_for(ctx.isa).gemm.strided;
+    mr_ = gemm::kernels_for(ctx.isa).gemm.mr;
+    nr_ = gemm::kernels_for(ctx.isa).gemm.nr;
+    convert_ = gemm::kernels_for(ctx.isa).to_channels_last;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
     c_ = g.c;
     taps_ = sp_.taps();
     cols_ = c_ * taps_;
-    cbn_ = ceil_div(cols_, kLanes);
+    cbn_ = ceil_div(cols_, nr_);
     pixels_ = sp_.y_pixels();
-    band_ = std::min(round_up(pixels_, kMr), std::max<int64_t>(kMr, kTFloats / (cbn_ * kLanes) / kMr * kMr));
+    band_ = std::min(round_up(pixels_, mr_), std::max<int64_t>(mr_, kTFloats / (cbn_ * nr_) / mr_ * mr_));
     band_pitch_ = band_;
     kc_ = std::min({k_, kMaxChunkChannels, std::max<int64_t>(8, kCopyFloats / band_)});
     u2_ = ceil_div(sp_.x[2], sp_.s[2]);
@@ -78,12 +80,12 @@ class DgradKernel final : public OpKernel {
     // Sizes in checked arithmetic: hostile channel counts overflow them (a
     // fuzz finding: 2.2e17 output channels).
     const Checked acc = Checked(c_) * sp_.x[0] * sp_.x[1] * acc_row_;
-    const Checked pack = (Checked(groups_) * cbn_ * k_ * kLanes).rounded_up(16);
-    const Checked t_floats = (Checked(cbn_) * kLanes * band_pitch_).rounded_up(16);
+    const Checked pack = (Checked(groups_) * cbn_ * k_ * nr_).rounded_up(16);
+    const Checked t_floats = (Checked(cbn_) * nr_ * band_pitch_).rounded_up(16);
     const Checked a_floats = (Checked(kc_) * band_pitch_).rounded_up(16);
     // Accumulator tiles of a band between K chunks (none with one chunk).
     const Checked tacc = kc_ < k_ ? t_floats : Checked(0);
-    const Checked slot = t_floats + a_floats + acc.rounded_up(16) + (kMr * kLanes) + tacc;
+    const Checked slot = t_floats + a_floats + acc.rounded_up(16) + (mr_ * nr_) + tacc;
     const Checked total = slot * std::max(threads_, 1) + pack;
     if (!total.ok() || total.value() > workspace_budget(op, ctx) / 4) {
       *why = "the per-thread band and dx accumulator exceed the workspace budget";
@@ -110,7 +112,7 @@ class DgradKernel final : public OpKernel {
     float* const pack = reinterpret_cast<float*>(args.workspace);
     pool.parallel_for(groups_ * cbn_, threads_,
                       [&](int64_t t, int) {
-                        pack_block(args.b, t / cbn_, t % cbn_, pack + t * k_ * kLanes);
+                        pack_block(args.b, t / cbn_, t % cbn_, pack + t * k_ * nr_);
                       });
     pool.parallel_for(n_ * groups_, threads_, [&](int64_t t, int thread) {
       image(args, pack, t / groups_, t % groups_, pack + pack_floats_ + thread * slot_floats_);
@@ -127,17 +129,17 @@ class DgradKernel final : public OpKernel {
   void pack_block(const void* w, int64_t g, int64_t cb, float* dst) const {
     const Strides ws = strides_of(op_.b, op_.geo.spatial);
     dispatch(op_.b.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
-      for (int64_t j = 0; j < kLanes; ++j) {
-        const int64_t col = cb * kLanes + j;
+      for (int64_t j = 0; j < nr_; ++j) {
+        const int64_t col = cb * nr_ + j;
         if (col >= cols_) {
-          for (int64_t k = 0; k < k_; ++k) dst[k * kLanes + j] = 0.0f;
+          for (int64_t k = 0; k < k_; ++k) dst[k * nr_ + j] = 0.0f;
           continue;
         }
         const int64_t c = col / taps_, tap = col % taps_;
         const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
         const int64_t base = ws.offset + c * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] + r2 * ws.sp[2];
         for (int64_t k = 0; k < k_; ++k)
-          dst[k * kLanes + j] = round_operand<R>(load<T>(w, base + (g * k_ + k) * ws.n));
+          dst[k * nr_ + j] = round_operand<R>(load<T>(w, base + (g * k_ + k) * ws.n));
       }
     });
   }
@@ -147,7 +149,7 @@ class DgradKernel final : public OpKernel {
   void copy_band(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t p0, int64_t np,
                  float* dst) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);
-    const int64_t tiles = ceil_div(np, kMr);
+    const int64_t tiles = ceil_div(np, mr_);
     const bool flat = spatial_flat(op_.a);
     dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
       if (flat) {
@@ -157,8 +159,8 @@ class DgradKernel final : public OpKernel {
         using E = typename Elem<T>::type;
         const int64_t base = s.offset + n * s.n + (g * k_ + k0) * s.ch + p0;
         for (int64_t t = 0; t < tiles; ++t) {
-          float* const w = dst + t * kn * kMr;
-          const int64_t q0 = t * kMr, m = std::min<int64_t>(kMr, np - q0);
+          float* const w = dst + t * kn * mr_;
+          const int64_t q0 = t * mr_, m = std::min<int64_t>(mr_, np - q0);
           if constexpr (T == DataType::f16) {
             // fp16 through the ISA's converter (F16C): decoded one element
             // at a time, fp16 was 1.45x slower than fp32 on the k10 mono
@@ -167,9 +169,9 @@ class DgradKernel final : public OpKernel {
             if (q0 + kAheadPixels < np)
               for (int64_t k = 0; k < kn; ++k)
                 __builtin_prefetch(static_cast<const E*>(dy) + (base + k * s.ch + q0 + kAheadPixels));
-            convert_(dy, T, R, base + q0, 1, s.ch, m, kn, w, kMr);
-            if (m < kMr)
-              for (int64_t k = 0; k < kn; ++k) std::fill(w + k * kMr + m, w + (k + 1) * kMr, 0.0f);
+            convert_(dy, T, R, base + q0, 1, s.ch, m, kn, w, mr_);
+            if (m < mr_)
+              for (int64_t k = 0; k < kn; ++k) std::fill(w + k * mr_ + m, w + (k + 1) * mr_, 0.0f);
             continue;
           }
           for (int64_t k = 0; k < kn; ++k) {
@@ -179,15 +181,15 @@ class DgradKernel final : public OpKernel {
             // wav2vec2; 64 and 384 pixels ahead measured alike or worse).
             if (q0 + kAheadPixels < np)
               __builtin_prefetch(static_cast<const E*>(dy) + (src + kAheadPixels));
-            for (int64_t i = 0; i < m; ++i) w[k * kMr + i] = round_operand<R>(load<T>(dy, src + i));
-            for (int64_t i = m; i < kMr; ++i) w[k * kMr + i] = 0.0f;
+            for (int64_t i = 0; i < m; ++i) w[k * mr_ + i] = round_operand<R>(load<T>(dy, src + i));
+            for (int64_t i = m; i < mr_; ++i) w[k * mr_ + i] = 0.0f;
           }
         }
         return;
       }
       for (int64_t k = 0; k < kn; ++k) {
         const int64_t plane = s.offset + n * s.n + (g * k_ + k0 + k) * s.ch;
-        float* const o = dst + k * kMr;
+        float* const o = dst + k * mr_;
         // Pixel q of the band goes to tile q / 6, lane q % 6: walk both
         // without a division per element.
         float* w = o;
@@ -197,13 +199,13 @@ class DgradKernel final : public OpKernel {
           int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
           for (int64_t q = a; q < b; ++q, src += s.sp[2]) {
             w[lane] = round_operand<R>(load<T>(dy, src));
-            if (++lane == kMr) lane = 0, w += kn * kMr;
+            if (++lane == mr_) lane = 0, w += kn * mr_;
           }
           p += b - a;
         }
-        for (int64_t q = np; q < tiles * kMr; ++q) {
+        for (int64_t q = np; q < tiles * mr_; ++q) {
           w[lane] = 0.0f;
-          if (++lane == kMr) lane = 0, w += kn * kMr;
+          if (++lane == mr_) lane = 0, w += kn * mr_;
         }
       }
     });
@@ -211,10 +213,10 @@ class DgradKernel final : public OpKernel {
 
   void image(const OpArgs& args, const float* pack, int64_t n, int64_t g, float* slot) const {
     float* const tb = slot;  // T band: [cols_pad][band_pitch_]
-    float* const ab = tb + round_up(cbn_ * kLanes * band_pitch_, 16);
+    float* const ab = tb + round_up(cbn_ * nr_ * band_pitch_, 16);
     float* const acc = ab + round_up(kc_ * band_pitch_, 16);
     float* const tile = acc + round_up(acc_floats_, 16);
-    float* const tacc = tile + kMr * kLanes;
+    float* const tacc = tile + mr_ * nr_;
     std::memset(acc, 0, static_cast<size_t>(acc_floats_) * sizeof(float));
 
     const int64_t zero = 0;
@@ -224,8 +226,8 @@ class DgradKernel final : public OpKernel {
     ka.b_off = &zero;
     ka.len = &kn;
     ka.runs = 1;
-    ka.as = kMr;
-    ka.bs = kLanes;
+    ka.as = mr_;
+    ka.bs = nr_;
     ka.acc = tile;
     for (int64_t p0 = 0; p0 < pixels_; p0 += band_) {
       const int64_t np = std::min(band_, pixels_ - p0);
@@ -237,16 +239,16 @@ class DgradKernel final : public OpKernel {
         copy_band(args.a, n, g, k0, kn, p0, np, ab);
         ka.accumulate = k0 > 0;
         for (int64_t cb = 0; cb < cbn_; ++cb) {
-          ka.b = pack + ((g * cbn_ + cb) * k_ + k0) * kLanes;
-          float* const tcb = tb + cb * kLanes * band_pitch_;
-          for (int64_t pt = 0; pt < np; pt += kMr) {
+          ka.b = pack + ((g * cbn_ + cb) * k_ + k0) * nr_;
+          float* const tcb = tb + cb * nr_ * band_pitch_;
+          for (int64_t pt = 0; pt < np; pt += mr_) {
             ka.a[0] = ab + pt * kn;
-            ka.acc = tacc_floats_ > 0 ? tacc + (cb * band_pitch_ + pt) * kLanes : tile;
+            ka.acc = tacc_floats_ > 0 ? tacc + (cb * band_pitch_ + pt) * nr_ : tile;
             kern_(ka);
             if (!last) continue;
-            const int64_t rows = std::min<int64_t>(kMr, np - pt);
-            for (int64_t j = 0; j < kLanes; ++j)
-              for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = ka.acc[i * kLanes + j];
+            const int64_t rows = std::min<int64_t>(mr_, np - pt);
+            for (int64_t j = 0; j < nr_; ++j)
+              for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = ka.acc[i * nr_ + j];
           }
         }
       }
@@ -304,9 +306,10 @@ class DgradKernel final : public OpKernel {
   int threads_ = 1;
   Space sp_;
   MicroKernel kern_ = nullptr;
+  int64_t mr_ = 0, nr_ = 0;  // the kernel\'s tile: rows, and columns per block (kernel config)
   ToChannelsLast convert_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0;
-  int64_t pixels_ = 0, band_ = kMr, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
+  int64_t pixels_ = 0, band_ = 0, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
   int64_t kc_ = 0, tacc_floats_ = 0, pack_floats_ = 0, slot_floats_ = 0;
   std::array<Tap2, 1024> tap2_{};
   bool ok_ = true;

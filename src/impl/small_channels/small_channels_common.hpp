@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "impl/gemm/common.hpp"
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/gemm.hpp"
 #include "impl/implementation.hpp"
 #include "impl/operand_access.hpp"
 #include "numeric/float_formats.hpp"
@@ -34,7 +34,6 @@ namespace convbwd::detail::small_channels {
 // still gives 36 columns (3 blocks, 75% useful) where the GEMM paths use 4
 // of 16 lanes; beyond it the GEMM paths' lane waste falls quickly.
 constexpr int64_t kMaxChannels = 4;
-constexpr int64_t kLanes = kNr;  // columns per block: one 6x16 microkernel tile width
 
 
 // True when the spatial dims of v flatten to one unit-stride index (NCHW

@@ -37,8 +37,10 @@ class WgradKernel final : public OpKernel {
   WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
     const Geometry& g = op.geo;
     sp_ = space_of(g);
-    kern_ = gemm::kernels_for(ctx.isa).gather;
-    convert_ = gemm::kernels_for(ctx.isa).convert;
+    kern_ = gemm::kernels_for(ctx.isa).gemm.gather;
+    mr_ = gemm::kernels_for(ctx.isa).gemm.mr;
+    nr_ = gemm::kernels_for(ctx.isa).gemm.nr;
+    convert_ = gemm::kernels_for(ctx.isa).to_channels_last;
     any_nonfinite_ = gemm::kernels_for(ctx.isa).any_nonfinite;
     groups_ = g.groups;
     n_ = g.n;
@@ -46,8 +48,8 @@ class WgradKernel final : public OpKernel {
     c_ = g.c;
     taps_ = sp_.taps();
     cols_ = c_ * taps_;
-    cbn_ = ceil_div(cols_, kLanes);
-    kt_ = ceil_div(k_, kMr);
+    cbn_ = ceil_div(cols_, nr_);
+    kt_ = ceil_div(k_, mr_);
     tiles_ = groups_ * cbn_ * kt_;
     tasks_ = std::min<int64_t>(tiles_, std::max(threads_, 1));
     direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none && spatial_flat(op.a);
@@ -64,10 +66,10 @@ class WgradKernel final : public OpKernel {
     // fuzz finding: 2.2e17 output channels).
     const int64_t threads = std::max(threads_, 1);
     const int64_t budget_floats = workspace_budget(op, ctx) / 4;
-    const Checked acc = (Checked(tiles_) * (kMr * kLanes)).rounded_up(16);
+    const Checked acc = (Checked(tiles_) * (mr_ * nr_)).rounded_up(16);
     // The dy copy is reserved even when dy is read in place: with NaN or Inf in
     // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
-    Checked slot = (Checked(chunk_) * kLanes).rounded_up(16) + (Checked(k_) * chunk_).rounded_up(16) +
+    Checked slot = (Checked(chunk_) * nr_).rounded_up(16) + (Checked(k_) * chunk_).rounded_up(16) +
                    (Checked(kt_) * 2).rounded_up(16);
     // The image copy is a speed-up, not a need: a long signal whose copy per
     // thread would overflow the budget is read element by element instead.
@@ -121,11 +123,11 @@ class WgradKernel final : public OpKernel {
   void im2col(const void* x, const Strides& xs, DataType dtype, OperandRounding rounding, int64_t n, int64_t g,
               int64_t cb, int64_t pix0, int64_t np, float* dst, bool zero_nonfinite) const {
     dispatch(dtype, rounding, [&]<DataType T, OperandRounding R>() {
-      for (int64_t j = 0; j < kLanes; ++j) {
-        const int64_t col = cb * kLanes + j;
+      for (int64_t j = 0; j < nr_; ++j) {
+        const int64_t col = cb * nr_ + j;
         float* o = dst + j;
         if (col >= cols_) {
-          for (int64_t p = 0; p < np; ++p) o[p * kLanes] = 0.0f;
+          for (int64_t p = 0; p < np; ++p) o[p * nr_] = 0.0f;
           continue;
         }
         const int64_t c = col / taps_, tap = col % taps_;
@@ -142,16 +144,16 @@ class WgradKernel final : public OpKernel {
           const int64_t o2b = std::min(sp_.y[2], o2a + (pix0 + np - p));
           const int64_t i0 = (row / sp_.y[1]) * sp_.s[0] - sp_.pb[0] + r0 * sp_.d[0];
           const int64_t i1 = (row % sp_.y[1]) * sp_.s[1] - sp_.pb[1] + r1 * sp_.d[1];
-          float* q = o + (p - pix0) * kLanes;
+          float* q = o + (p - pix0) * nr_;
           if (i0 < 0 || i0 >= sp_.x[0] || i1 < 0 || i1 >= sp_.x[1]) {
-            for (int64_t o2 = o2a; o2 < o2b; ++o2, q += kLanes) *q = 0.0f;
+            for (int64_t o2 = o2a; o2 < o2b; ++o2, q += nr_) *q = 0.0f;
           } else {
             const int64_t a = std::clamp(lo2, o2a, o2b), b = std::clamp(hi2, a, o2b);
             int64_t o2 = o2a;
-            for (; o2 < a; ++o2, q += kLanes) *q = 0.0f;
+            for (; o2 < a; ++o2, q += nr_) *q = 0.0f;
             int64_t src = plane + i0 * xs.sp[0] + i1 * xs.sp[1] + (o2 * sp_.s[2] + t2) * xs.sp[2];
-            for (; o2 < b; ++o2, q += kLanes, src += step) *q = operand_value<R>(load<T>(x, src), zero_nonfinite);
-            for (; o2 < o2b; ++o2, q += kLanes) *q = 0.0f;
+            for (; o2 < b; ++o2, q += nr_, src += step) *q = operand_value<R>(load<T>(x, src), zero_nonfinite);
+            for (; o2 < o2b; ++o2, q += nr_) *q = 0.0f;
           }
           p += o2b - o2a;
         }
@@ -220,7 +222,7 @@ class WgradKernel final : public OpKernel {
     const bool direct = direct_ && !args.zero_nonfinite;
     const bool check = args.found != nullptr;
     float* const xcol = slot;
-    float* const dyc = slot + round_up(chunk_ * kLanes, 16);
+    float* const dyc = slot + round_up(chunk_ * nr_, 16);
     // Which (chunk, group) each k-tile's rows of dyc were converted for, so
     // a task does it only for its own tiles, once per chunk.
     int64_t* const stamp = reinterpret_cast<int64_t*>(dyc + round_up(k_ * chunk_, 16));
@@ -235,7 +237,7 @@ class WgradKernel final : public OpKernel {
     const int64_t b_off = 0;
     MicroArgs ka;
     ka.b = xcol;
-    ka.bs = kLanes;
+    ka.bs = nr_;
     ka.a_off = &a_off;
     ka.b_off = &b_off;
     ka.len = &len;
@@ -258,11 +260,11 @@ class WgradKernel final : public OpKernel {
                      false);
             } else {
               im2col(args.b, xs, op_.b.dtype, op_.rounding, n, g, cb, pix0, len, xcol, args.zero_nonfinite);
-              if (check && any_nonfinite_(xcol, len * kLanes)) seen.b = true;
+              if (check && any_nonfinite_(xcol, len * nr_)) seen.b = true;
             }
             have_unit = unit;
           }
-          const int64_t k0 = kt * kMr, kn = std::min<int64_t>(kMr, k_ - k0);
+          const int64_t k0 = kt * mr_, kn = std::min<int64_t>(mr_, k_ - k0);
           if (!direct && stamp[kt] != chunk_id * groups_ + g) {
             copy_rows(args.a, n, g, k0, kn, pix0, len, dyc, args.zero_nonfinite);
             stamp[kt] = chunk_id * groups_ + g;
@@ -278,8 +280,8 @@ class WgradKernel final : public OpKernel {
                                  len))
                 seen.a = true;
           // Rows past K repeat the tile's first row; they are never stored.
-          for (int64_t i = 0; i < kMr; ++i) {
-            const int64_t k = kt * kMr + (kt * kMr + i < k_ ? i : 0);
+          for (int64_t i = 0; i < mr_; ++i) {
+            const int64_t k = kt * mr_ + (kt * mr_ + i < k_ ? i : 0);
             if (direct) {
               ka.a[i] = dy + ys.offset + n * ys.n + (g * k_ + k) * ys.ch;
             } else {
@@ -287,7 +289,7 @@ class WgradKernel final : public OpKernel {
             }
           }
           a_off = direct ? pix0 : 0;
-          ka.acc = acc + tl * kMr * kLanes;
+          ka.acc = acc + tl * mr_ * nr_;
           ka.accumulate = !first;
           kern_(ka);
         }
@@ -300,14 +302,14 @@ class WgradKernel final : public OpKernel {
     const Strides ws = strides_of(op_.dst, op_.geo.spatial);
     for (int64_t tl = lo; tl < hi; ++tl) {
       const int64_t kt = tl % kt_, unit = tl / kt_, cb = unit % cbn_, g = unit / cbn_;
-      const float* const t = acc + tl * kMr * kLanes;
-      for (int64_t i = 0; i < kMr && kt * kMr + i < k_; ++i)
-        for (int64_t j = 0; j < kLanes && cb * kLanes + j < cols_; ++j) {
-          const int64_t col = cb * kLanes + j, c = col / taps_, tap = col % taps_;
+      const float* const t = acc + tl * mr_ * nr_;
+      for (int64_t i = 0; i < mr_ && kt * mr_ + i < k_; ++i)
+        for (int64_t j = 0; j < nr_ && cb * nr_ + j < cols_; ++j) {
+          const int64_t col = cb * nr_ + j, c = col / taps_, tap = col % taps_;
           const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
-          const int64_t at = ws.offset + (g * k_ + kt * kMr + i) * ws.n + c * ws.ch + r0 * ws.sp[0] +
+          const int64_t at = ws.offset + (g * k_ + kt * mr_ + i) * ws.n + c * ws.ch + r0 * ws.sp[0] +
                              r1 * ws.sp[1] + r2 * ws.sp[2];
-          store_one(dst, op_.dst.dtype, at, t[i * kLanes + j]);
+          store_one(dst, op_.dst.dtype, at, t[i * nr_ + j]);
         }
     }
   }
@@ -316,6 +318,7 @@ class WgradKernel final : public OpKernel {
   int threads_ = 1;
   Space sp_;
   MicroKernel kern_ = nullptr;
+  int64_t mr_ = 0, nr_ = 0;  // the kernel\'s tile: rows, and columns per block (kernel config)
   ToChannelsLast convert_ = nullptr;
   AnyNonfinite any_nonfinite_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0, kt_ = 0, tiles_ = 0, tasks_ = 1;

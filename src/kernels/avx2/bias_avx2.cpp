@@ -1,10 +1,11 @@
 // The gradBias channel sums on AVX2+F16C.
+#include "kernels/tier_kernels.hpp"
 #include "kernels/avx2/depthwise_simd_avx2.hpp"
 #include "impl/bias/bias_kernel.hpp"
 
 namespace convbwd::detail {
 
-void bias_task_avx2(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task) {
+void avx2::bias_task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task) {
   BiasKernel<VecAvx2>::task(p, a, dst, partials, task);
 }
 

@@ -26,7 +26,7 @@ struct VecAvx2 {
   static_assert(W == kDwLanes);
 
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
-  static bool any_nonfinite(const float* p, int64_t n) { return any_nonfinite_avx2(p, n); }
+  static bool any_nonfinite(const float* p, int64_t n) { return avx2::any_nonfinite(p, n); }
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
@@ -197,7 +197,7 @@ struct VecAvx2 {
     if (dt == DataType::f32)
       store_row_f32(in, n, static_cast<float*>(base) + off, 1);
     else
-      store_row_avx2(in, n, base, dt, off, 1);
+      avx2::store_row(in, n, base, dt, off, 1);
   }
 };
 

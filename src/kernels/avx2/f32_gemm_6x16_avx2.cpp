@@ -1,4 +1,4 @@
-// AVX2+FMA 6x16 microkernels (see impl/gemm/microkernel.hpp). Compiled with
+// AVX2+FMA 6x16 microkernels (see kernels/gemm.hpp). Compiled with
 // -mavx2 -mfma; called only after runtime detection chose AVX2 at plan time.
 //
 // Why the step loops are inline assembly: with intrinsics, g++ 12 rotated the
@@ -15,7 +15,8 @@
 
 #include <cassert>
 
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/tier_kernels.hpp"
+#include "kernels/gemm.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -78,10 +79,10 @@ void kernel(const MicroArgs& p) {
     const int64_t len = p.len[r];
     if (len <= 0) continue;
     if constexpr (Gather) {
-      // The gather B panel is dense (bs == kNr): steps are 64 bytes apart.
-      assert(p.bs == kNr);
+      // The gather B panel is dense (bs == nr): steps are 64 bytes apart.
+      assert(p.bs == 16);
       const int64_t o = p.a_off[r];
-      const float* const rows[kMr] = {p.a[0] + o, p.a[1] + o, p.a[2] + o, p.a[3] + o, p.a[4] + o, p.a[5] + o};
+      const float* const rows[6] = {p.a[0] + o, p.a[1] + o, p.a[2] + o, p.a[3] + o, p.a[4] + o, p.a[5] + o};
       const int64_t len4 = len & ~int64_t{3};
       __asm__ volatile(
           "movq 0(%[rows]), %%r8\n\t"
@@ -156,7 +157,7 @@ void kernel(const MicroArgs& p) {
 
 }  // namespace
 
-void f32_gemm_6x16_gather_avx2(const MicroArgs& p) { kernel<true>(p); }
-void f32_gemm_6x16_strided_avx2(const MicroArgs& p) { kernel<false>(p); }
+void avx2::f32_gemm_6x16_gather(const MicroArgs& p) { kernel<true>(p); }
+void avx2::f32_gemm_6x16_strided(const MicroArgs& p) { kernel<false>(p); }
 
 }  // namespace convbwd::detail

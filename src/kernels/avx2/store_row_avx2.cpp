@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "kernels/tier_kernels.hpp"
 #include "kernels/store_row.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
 
@@ -67,11 +68,11 @@ void store_narrow(const float* src, int64_t n, uint16_t* p, int64_t stride) {
 
 }  // namespace
 
-void store_row_avx2(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride) {
+void avx2::store_row(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride) {
   switch (dt) {
     case DataType::bf16: store_narrow<DataType::bf16>(src, n, static_cast<uint16_t*>(base) + index, stride); return;
     case DataType::f16: store_narrow<DataType::f16>(src, n, static_cast<uint16_t*>(base) + index, stride); return;
-    default: store_row_scalar(src, n, base, dt, index, stride); return;
+    default: scalar::store_row(src, n, base, dt, index, stride); return;
   }
 }
 

@@ -1,4 +1,4 @@
-// AVX2 channels-last conversion (see impl/gemm/microkernel.hpp): 8 channels x
+// AVX2 channels-last conversion (see kernels/gemm.hpp): 8 channels x
 // 8 pixels per register transpose, converting bf16/fp16 and rounding
 // (HF32, fp16) in vector registers with the same bits as
 // numeric/float_formats.hpp. Tails go to the scalar version.
@@ -6,7 +6,8 @@
 
 #include <algorithm>
 
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/tier_kernels.hpp"
+#include "kernels/gemm.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
 #include "kernels/avx2/transpose8_avx2.hpp"
 
@@ -83,7 +84,7 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
     }
     return;
   }
-  to_channels_last_scalar(src, T, R, s0, cs, ws, nc, nw, dst, pitch);
+  scalar::to_channels_last(src, T, R, s0, cs, ws, nc, nw, dst, pitch);
 }
 
 template <DataType T>
@@ -98,7 +99,7 @@ void with_rounding(OperandRounding r, const void* src, int64_t s0, int64_t cs, i
 
 }  // namespace
 
-void to_channels_last_avx2(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
+void avx2::to_channels_last(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
                            int64_t nc, int64_t nw, float* dst, int64_t pitch) {
   switch (dt) {
     case DataType::f32: with_rounding<DataType::f32>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;

@@ -20,7 +20,7 @@ struct VecScalar {
   static_assert(W == kDwLanes);
 
   static void prefetch(const void* p) { __builtin_prefetch(p, 0, 2); }
-  static bool any_nonfinite(const float* p, int64_t n) { return any_nonfinite_scalar(p, n); }
+  static bool any_nonfinite(const float* p, int64_t n) { return scalar::any_nonfinite(p, n); }
   static R zero() { return R{}; }
   static R load(const float* p) {
     R r;
@@ -95,7 +95,7 @@ struct VecScalar {
     dw_load_row_generic(base, dt, off, 1, n, rnd, out);
   }
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
-    store_row_scalar(in, n, base, dt, off, 1);
+    scalar::store_row(in, n, base, dt, off, 1);
   }
 };
 

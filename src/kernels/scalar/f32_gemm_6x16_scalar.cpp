@@ -1,11 +1,14 @@
-// Portable 6x16 microkernels (see impl/gemm/microkernel.hpp): plain loops the
+// Portable 6x16 microkernels (see kernels/gemm.hpp): plain loops the
 // compiler may vectorize for the baseline ISA. The CPU-independent path of
 // CONVBWD_ISA=scalar; same contract and summation order as the AVX2 kernels
 // (each accumulator sums its products run by run, step by step).
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/tier_kernels.hpp"
+#include "kernels/gemm.hpp"
 
 namespace convbwd::detail {
 namespace {
+
+constexpr int kMr = 6, kNr = 16;
 
 template <bool Gather>
 void kernel(const MicroArgs& p) {
@@ -38,7 +41,7 @@ void kernel(const MicroArgs& p) {
 
 }  // namespace
 
-void f32_gemm_6x16_gather_scalar(const MicroArgs& p) { kernel<true>(p); }
-void f32_gemm_6x16_strided_scalar(const MicroArgs& p) { kernel<false>(p); }
+void scalar::f32_gemm_6x16_gather(const MicroArgs& p) { kernel<true>(p); }
+void scalar::f32_gemm_6x16_strided(const MicroArgs& p) { kernel<false>(p); }
 
 }  // namespace convbwd::detail

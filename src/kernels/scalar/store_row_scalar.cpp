@@ -1,10 +1,11 @@
 // Portable fp32 -> output dtype row store (see kernels/store_row.hpp).
+#include "kernels/tier_kernels.hpp"
 #include "kernels/store_row.hpp"
 #include "numeric/float_formats.hpp"
 
 namespace convbwd::detail {
 
-void store_row_scalar(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride) {
+void scalar::store_row(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride) {
   switch (dt) {
     case DataType::f32: store_row_f32(src, n, static_cast<float*>(base) + index, stride); return;
     case DataType::bf16: {

@@ -1,9 +1,10 @@
-// Portable channels-last conversion (see impl/gemm/microkernel.hpp). Blocks
+// Portable channels-last conversion (see kernels/gemm.hpp). Blocks
 // of 16 channels keep their 16 source lines in L1 while the pixels walk
 // through them.
 #include <algorithm>
 
-#include "impl/gemm/microkernel.hpp"
+#include "kernels/tier_kernels.hpp"
+#include "kernels/gemm.hpp"
 #include "numeric/float_formats.hpp"
 
 namespace convbwd::detail {
@@ -41,7 +42,7 @@ void with_rounding(OperandRounding r, const void* src, int64_t s0, int64_t cs, i
 
 }  // namespace
 
-void to_channels_last_scalar(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
+void scalar::to_channels_last(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
                              int64_t nc, int64_t nw, float* dst, int64_t pitch) {
   switch (dt) {
     case DataType::f32: with_rounding<DataType::f32>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;

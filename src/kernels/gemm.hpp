@@ -2,21 +2,21 @@
 // (src/impl/gemm/). One kernel shape serves all three operations:
 //
 //   acc[i][j] (+)= sum over runs r, steps t < len[r] of
-//                  A(i, r, t) * b[b_off[r] + t*bs + j]      i < 6, j < 16
+//                  A(i, r, t) * b[b_off[r] + t*bs + j]      i < mr, j < nr
 //
-// The 16 columns j are one contiguous vector of the B side (16 channels of a
-// channels-last image or of a packed weight block). The 6 rows i are either
-//   gather:  six independent pointers, A(i, r, t) = a[i][a_off[r] + t]
-//            (six output pixels, each reading a channel run of its own pixel);
+// The tile shape (mr, nr) belongs to the kernel: each ISA's entry in the
+// kernel config (kernels/config.hpp) carries its kernels with their shape,
+// and every planner and packing layout reads it from there (6x16 on AVX2 and
+// scalar; the AVX-512 shape and why: kernels/avx512/f32_gemm_avx512.cpp).
+// The nr columns j are contiguous on the B side (nr channels of a
+// channels-last image or of a packed weight block). The mr rows i are either
+//   gather:  mr independent pointers, A(i, r, t) = a[i][a_off[r] + t]
+//            (mr output pixels, each reading a channel run of its own pixel);
 //   strided: one pointer, A(i, r, t) = a[0][a_off[r] + t*as + i]
-//            (six consecutive channels of one channels-last pixel).
+//            (mr consecutive channels of one channels-last pixel).
 // A "run" is one kernel tap (forward/data gradient) or one image row (weight
 // gradient): the accumulators stay in registers across every run, so a whole
-// reduction costs one load and one store of the 6x16 tile.
-//
-// Why 6x16 on AVX2: 12 ymm accumulators + 2 B vectors + 2 alternating
-// broadcasts = the 16 registers, and each step issues 12 FMAs against 8
-// loads, which keeps both FMA pipes busy without saturating the load ports.
+// reduction costs one load and one store of the mr x nr tile.
 //
 // Users: gather_conv.cpp (fwd, phase dgrad: gather), wgrad_conv.cpp (blocked
 // channels-last wgrad: strided), nchw_1x1.cpp (planar 1x1 fwd/dgrad:
@@ -32,29 +32,31 @@
 
 namespace convbwd::detail {
 
-constexpr int kMr = 6;
-constexpr int kNr = 16;
+// The largest tile any kernel has: what stack arrays of one tile are sized by.
+constexpr int kMaxMr = 16;
+constexpr int kMaxNr = 32;
 
 struct MicroArgs {
-  const float* a[kMr] = {};  // gather: six row pointers; strided: a[0] only
+  const float* a[kMaxMr] = {};  // gather: mr row pointers; strided: a[0] only
   const float* b = nullptr;
   int64_t as = 1;  // strided: A step stride (elements)
-  int64_t bs = kNr;  // B step stride (elements); gather kernels require kNr
+  int64_t bs = 0;  // B step stride (elements); gather kernels require nr
   const int64_t* a_off = nullptr;
   const int64_t* b_off = nullptr;
   const int64_t* len = nullptr;
   int64_t runs = 0;
-  float* acc = nullptr;     // 6x16 row-major fp32 tile
+  float* acc = nullptr;     // mr x nr row-major fp32 tile
   bool accumulate = false;  // add to acc (else overwrite)
 };
 
 using MicroKernel = void (*)(const MicroArgs&);
 
-// Naming: <dtype>_gemm_<MR>x<NR>_<A access>_<isa>.
-void f32_gemm_6x16_gather_scalar(const MicroArgs&);
-void f32_gemm_6x16_strided_scalar(const MicroArgs&);
-void f32_gemm_6x16_gather_avx2(const MicroArgs&);
-void f32_gemm_6x16_strided_avx2(const MicroArgs&);
+// One kernel family's entry in the kernel config: the kernels and their shape.
+struct GemmKernels {
+  int mr = 0, nr = 0;
+  MicroKernel gather = nullptr, strided = nullptr;
+  const char* name = "";  // <dtype>_gemm_<MR>x<NR>_<isa>, for benchmarks and tests
+};
 
 // Converts a [channels nc][pixels nw] block of a source image (element
 // (c, w) at src_index + c*cstride + w*wstride, dtype dt) to fp32, applies the
@@ -63,9 +65,5 @@ void f32_gemm_6x16_strided_avx2(const MicroArgs&);
 using ToChannelsLast = void (*)(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,
                                 int64_t cstride, int64_t wstride, int64_t nc, int64_t nw, float* dst,
                                 int64_t pitch);
-void to_channels_last_scalar(const void*, DataType, OperandRounding, int64_t, int64_t, int64_t, int64_t, int64_t,
-                             float*, int64_t);
-void to_channels_last_avx2(const void*, DataType, OperandRounding, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           float*, int64_t);
 
 }  // namespace convbwd::detail

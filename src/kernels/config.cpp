@@ -1,0 +1,52 @@
+// The kernel config of each tier (see config.hpp). Compiled without ISA
+// flags: it only takes the addresses of the kernels.
+#include "kernels/config.hpp"
+
+#include <array>
+#include <atomic>
+
+#include "kernels/tier_kernels.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+constinit const KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, false, 6, 16, 6x16);
+// Why 6x16 on AVX2: 12 ymm accumulators + 2 B vectors + 2 alternating
+// broadcasts = the 16 registers, and each step issues 12 FMAs against 8
+// loads, which keeps both FMA pipes busy without saturating the load ports.
+constinit const KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
+
+const KernelConfig* native(Isa i) {
+  switch (i) {
+    case Isa::scalar: return &kScalar;
+    case Isa::avx2: return &kAvx2;
+    default: return nullptr;
+  }
+}
+
+std::array<std::atomic<const KernelConfig*>, std::size(kAllIsas)> g_emulated{};
+
+}  // namespace
+
+bool kernel_config_exists(Isa i) { return native(i) != nullptr || emulated_kernel_config(i) != nullptr; }
+
+const KernelConfig* emulated_kernel_config(Isa i) {
+  return g_emulated[static_cast<size_t>(i)].load(std::memory_order_acquire);
+}
+
+void register_emulated_kernel_config(const KernelConfig& c) {
+  g_emulated[static_cast<size_t>(c.isa)].store(&c, std::memory_order_release);
+}
+
+const KernelConfig& kernel_config(Isa i) {
+  // The highest tier at or below i that has kernels: a tier without kernels
+  // of its own (today avx512_bf16 and amx: issue 15) runs the one below it.
+  for (int t = static_cast<int>(i); t > 0; --t) {
+    const Isa tier = static_cast<Isa>(t);
+    if (const KernelConfig* n = native(tier); n && cpu_has(tier)) return *n;
+    if (const KernelConfig* e = emulated_kernel_config(tier)) return *e;
+  }
+  return kScalar;
+}
+
+}  // namespace convbwd::detail

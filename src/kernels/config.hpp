@@ -1,0 +1,55 @@
+// The kernel config: for each instruction-set tier, every microkernel family
+// with its kernels *and* their shape (tile mr x nr, lanes), built once. The
+// planners (src/impl/) read kernels and shapes from here and never name an
+// ISA or a width; adding a tier is adding its entry (config.cpp).
+//
+// A tier whose kernels are also compiled against SIMDe (tests only, see
+// tests/emulated/) can register that emulated config: planning then runs the
+// same kernel source on a CPU without the tier, so every machine tests it.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/any_nonfinite.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/store_row.hpp"
+#include "runtime/cpu.hpp"
+
+namespace convbwd::detail {
+
+struct DwPlan;
+struct DwClPlan;
+struct DwClFusedPlan;
+struct BiasPlan;
+
+struct DepthwiseKernels {
+  void (*task)(const DwPlan&, const void* a, const void* b, void* dst, int64_t task, float* scratch) = nullptr;
+  unsigned (*cl_task)(const DwClPlan&, const void* a, const void* b, void* dst, int64_t task,
+                      float* scratch) = nullptr;
+  bool (*cl_fused)(const DwClFusedPlan&, const void* dy, const void* x, const void* w, void* const* dst,
+                   int64_t block, float* scratch) = nullptr;
+};
+
+struct KernelConfig {
+  Isa isa = Isa::scalar;
+  bool emulated = false;  // compiled against SIMDe (tests only)
+  GemmKernels gemm;
+  ToChannelsLast to_channels_last = nullptr;
+  StoreRow store_row = nullptr;
+  AnyNonfinite any_nonfinite = nullptr;
+  DepthwiseKernels depthwise;
+  void (*bias_task)(const BiasPlan&, const void* a, void* dst, float* partials, int64_t task) = nullptr;
+};
+
+// Whether this build has kernels of the tier's own (a tier without them runs
+// the next tier below: see active_isa()).
+bool kernel_config_exists(Isa);
+// The config of a tier this CPU has (cpu_has), or else its registered
+// emulated config; the scalar one for anything else. Planners take it from
+// PlanContext::isa.
+const KernelConfig& kernel_config(Isa);
+// The emulated config of a tier, if a test build registered one.
+const KernelConfig* emulated_kernel_config(Isa);
+void register_emulated_kernel_config(const KernelConfig&);
+
+}  // namespace convbwd::detail
