@@ -23,6 +23,7 @@ struct DwClFusedPlan;
 struct BiasPlan;
 
 struct DepthwiseKernels {
+  int lanes = 8;  // floats per vector the kernels tile by: plan-time sizes follow it
   void (*task)(const DwPlan&, const void* a, const void* b, void* dst, int64_t task, float* scratch) = nullptr;
   unsigned (*cl_task)(const DwClPlan&, const void* a, const void* b, void* dst, int64_t task,
                       float* scratch) = nullptr;

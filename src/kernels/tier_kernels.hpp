@@ -31,7 +31,7 @@
         {MR, NR, &ns::f32_gemm_##gemm_shape##_gather, &ns::f32_gemm_##gemm_shape##_strided,                 \
          "f32_gemm_" #gemm_shape "_" #ns},                                                                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
-        {&ns::depthwise_task, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}, &ns::bias_task              \
+        {8, &ns::depthwise_task, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}, &ns::bias_task              \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)
