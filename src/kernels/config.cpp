@@ -16,10 +16,18 @@ constinit const KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, 
 // loads, which keeps both FMA pipes busy without saturating the load ports.
 constinit const KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
 
+// Until each kernel family has its AVX-512 body, the tier runs the AVX2
+// one (it executes on every AVX-512 CPU).
+constinit const KernelConfig kAvx512 = {
+    Isa::avx512, false, {8, 32, &avx512::f32_gemm_8x32_gather, &avx512::f32_gemm_8x32_strided, "f32_gemm_8x32_avx512"},
+    &avx2::to_channels_last, &avx2::store_row, &avx2::any_nonfinite,
+    {8, &avx2::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, &avx2::bias_task};
+
 const KernelConfig* native(Isa i) {
   switch (i) {
     case Isa::scalar: return &kScalar;
     case Isa::avx2: return &kAvx2;
+    case Isa::avx512: return &kAvx512;
     default: return nullptr;
   }
 }
