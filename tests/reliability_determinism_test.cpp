@@ -6,6 +6,8 @@
 // is not, naming it, so a new implementation cannot escape this check.
 #include <gtest/gtest.h>
 
+#include "util/tensor.hpp"
+
 #include <cstring>
 #include <map>
 #include <random>
@@ -38,7 +40,7 @@ std::string execute(GuardedRun& r, std::map<std::string, std::set<std::string>>*
   if (chosen) {
     const detail::Spec spec = detail::validate(r.problem).value();
     for (int i = 0; i < 3; ++i) {
-      const std::string_view name = plan->implementation(static_cast<Gradient>(i));
+      const std::string_view name = impl_base(plan->implementation(static_cast<Gradient>(i)));
       if (!name.empty() && name != "empty")
         (*chosen)[std::string(detail::to_string(spec.op_for(static_cast<Gradient>(i)).op))].insert(std::string(name));
     }
@@ -117,7 +119,7 @@ TEST(ReliabilityDeterminism, BitIdenticalAcrossRunsThreadCountsAndLayouts) {
     auto plan = Plan::create(base.problem);
     std::string impls;
     for (int i = 0; i < 3; ++i) {
-      const std::string_view n = plan->implementation(static_cast<Gradient>(i));
+      const std::string_view n = impl_base(plan->implementation(static_cast<Gradient>(i)));
       impls += std::string(i ? "," : "") + (n.empty() ? "-" : std::string(n));
     }
     matrix += desc + " | " + (same_runs ? "=" : "DIFF") + " | " + (same_threads ? "=" : "DIFF") + " | " +

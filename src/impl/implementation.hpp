@@ -98,6 +98,10 @@ class OpKernel {
   // How run() meets NaN and +-Inf in its operands (see
   // src/impl/nonfinite/nonfinite.hpp for the one semantics every path keeps).
   virtual NonfiniteMode nonfinite_mode() const { return NonfiniteMode::scan; }
+  // Whether run() calls the tier's kernels (kernels/config.hpp): the name a
+  // plan reports then carries the tier, "gemm_wgrad_nhwc:avx512". The
+  // reference, the zero fill and the fp8 loops are plain C++ on every tier.
+  virtual bool uses_tier_kernels() const { return true; }
 };
 
 struct Implementation {

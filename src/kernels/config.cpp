@@ -4,6 +4,8 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/tier_kernels.hpp"
 
@@ -47,12 +49,22 @@ void register_emulated_kernel_config(const KernelConfig& c) {
 }
 
 const KernelConfig& kernel_config(Isa i) {
+  // CONVBWD_EMULATED=1 (test binaries): an emulated tier runs even where the
+  // CPU has the native one, so that machines with AVX-512 test the SIMDe
+  // build too.
+  static const bool prefer_emulated = [] {
+    const char* e = std::getenv("CONVBWD_EMULATED");
+    return e && std::strcmp(e, "1") == 0;
+  }();
   // The highest tier at or below i that has kernels: a tier without kernels
   // of its own (today avx512_bf16 and amx: issue 15) runs the one below it.
   for (int t = static_cast<int>(i); t > 0; --t) {
     const Isa tier = static_cast<Isa>(t);
-    if (const KernelConfig* n = native(tier); n && cpu_has(tier)) return *n;
-    if (const KernelConfig* e = emulated_kernel_config(tier)) return *e;
+    const KernelConfig* n = native(tier);
+    const KernelConfig* e = emulated_kernel_config(tier);
+    if (e && prefer_emulated) return *e;
+    if (n && cpu_has(tier)) return *n;
+    if (e) return *e;
   }
   return kScalar;
 }

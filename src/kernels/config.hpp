@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/gemm.hpp"
@@ -41,6 +42,9 @@ struct KernelConfig {
   DepthwiseKernels depthwise;
   void (*bias_task)(const BiasPlan&, const void* a, void* dst, float* partials, int64_t task) = nullptr;
 };
+
+// The tier's name as plans report it: "avx2", "avx512", "avx512_emu".
+inline std::string tier_name(const KernelConfig& c) { return std::string(to_string(c.isa)) + (c.emulated ? "_emu" : ""); }
 
 // Whether this build has kernels of the tier's own (a tier without them runs
 // the next tier below: see active_isa()).

@@ -5,6 +5,7 @@
 #include "convbwd/convbwd.hpp"
 #include "impl/nonfinite/nonfinite.hpp"
 #include "impl/registry_entries.hpp"
+#include "kernels/config.hpp"
 #include "plan/plan_state.hpp"
 #include "runtime/thread_pool.hpp"
 
@@ -28,9 +29,11 @@ void choose(PlannedOp& p, const OpSpec& spec, const PlanContext& ctx, bool skip_
     p.kernel = impl.plan(spec, ctx, &why);
     if (p.kernel) {
       p.impl = &impl;
+      p.name = std::string(impl.name);
+      if (p.kernel->uses_tier_kernels()) p.name += ":" + tier_name(kernel_config(ctx.isa));
       if (verbose)
-        std::fprintf(stderr, "convbwd: %s: chose %.*s%s\n", std::string(to_string(spec.op)).c_str(),
-                     static_cast<int>(impl.name.size()), impl.name.data(), pass);
+        std::fprintf(stderr, "convbwd: %s: chose %s%s\n", std::string(to_string(spec.op)).c_str(), p.name.c_str(),
+                     pass);
       return;
     }
     if (verbose)
@@ -117,7 +120,10 @@ Result<Plan> Plan::create(const Problem& problem) {
   std::array<const detail::OpKernel*, 3> kernels{};
   for (int i = 0; i < 3; ++i) kernels[i] = st->ops[i].kernel.get();
   st->fused = detail::plan_fused(kernels);
-  if (st->fused) st->workspace = std::max(st->workspace, st->fused->workspace_bytes());
+  if (st->fused) {
+    st->workspace = std::max(st->workspace, st->fused->workspace_bytes());
+    st->fused_name = std::string(st->fused->name()) + ":" + detail::tier_name(detail::kernel_config(ctx.isa));
+  }
   return Plan(std::move(st));
 }
 
@@ -127,8 +133,8 @@ double Plan::flops() const { return s_->flops; }
 
 std::string_view Plan::implementation(Gradient g) const {
   const auto& op = s_->ops[static_cast<int>(g)];
-  if (s_->fused && s_->fused->covers()[static_cast<size_t>(g)]) return s_->fused->name();
-  if (op.impl) return op.impl->name;
+  if (s_->fused && s_->fused->covers()[static_cast<size_t>(g)]) return s_->fused_name;
+  if (op.impl) return op.name;
   if (s_->spec.mask[static_cast<int>(g)]) return "empty";  // requested, zero elements: nothing to do
   return "";
 }

@@ -15,7 +15,7 @@
 
 namespace convbwd::test {
 
-// The ISAs this CPU can run: scalar, and AVX2 when present.
+// The tiers this machine runs with kernels of their own, native or emulated.
 std::vector<detail::Isa> test_isas();
 
 // Which implementation a test plans for an operation.

@@ -5,12 +5,18 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "convbwd/convbwd.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd::test {
+
+// An implementation's name without the tier its kernels ran on:
+// "gemm_wgrad_nhwc:avx512" -> "gemm_wgrad_nhwc". Tests that pin which
+// implementation a problem reaches compare this part, on every tier.
+inline std::string_view impl_base(std::string_view name) { return name.substr(0, name.find(':')); }
 
 enum class Layout {
   contiguous,     // row-major NC...

@@ -23,6 +23,7 @@ bool is_8bit(DataType t) { return t == DataType::hif8 || t == DataType::f8e4m3; 
 
 class Fp8FwdKernel final : public OpKernel {
  public:
+  bool uses_tier_kernels() const override { return false; }
   Fp8FwdKernel(const OpSpec& op, int threads) : op_(op), threads_(threads) {
     for (int c = 0; c < 256; ++c) {
       const auto code = static_cast<uint8_t>(c);

@@ -9,6 +9,7 @@ namespace {
 
 class ReferenceKernel final : public OpKernel {
  public:
+  bool uses_tier_kernels() const override { return false; }
   explicit ReferenceKernel(const OpSpec& op) : op_(op) {}
   void run(const OpArgs& args, ThreadPool&) const override { reference_run(op_, args.a, args.b, args.dst); }
 

@@ -10,6 +10,7 @@ namespace {
 
 class ZerosKernel final : public OpKernel {
  public:
+  bool uses_tier_kernels() const override { return false; }
   explicit ZerosKernel(const View& dst) : dst_(dst) {}
   void run(const OpArgs& args, ThreadPool&) const override { fill_zero(dst_, args.dst); }
 

@@ -1,0 +1,25 @@
+// The emulated avx512 tier of the test binaries: the AVX-512 kernel sources
+// compiled a second time against SIMDe (src/kernels/avx512/simd.hpp), in
+// namespace avx512_emu, registered at start-up. Planning runs them where the
+// CPU lacks AVX-512 (CONVBWD_ISA=avx512), or everywhere with
+// CONVBWD_EMULATED=1, so every machine tests the AVX-512 code paths. SIMDe is
+// built here for AVX2, so the tier is registered only on CPUs that have it.
+#include "kernels/config.hpp"
+#include "kernels/tier_kernels.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+const KernelConfig kAvx512Emulated = {
+    Isa::avx512, true,
+    {8, 32, &avx512_emu::f32_gemm_8x32_gather, &avx512_emu::f32_gemm_8x32_strided, "f32_gemm_8x32_avx512_emu"},
+    &avx2::to_channels_last, &avx2::store_row, &avx2::any_nonfinite,
+    {8, &avx2::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, &avx2::bias_task};
+
+const bool kRegistered = [] {
+  if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Emulated);
+  return true;
+}();
+
+}  // namespace
+}  // namespace convbwd::detail
