@@ -5,9 +5,9 @@
 # python3-torch (1.13). Idempotent: an existing environment is upgraded in
 # place. PyPI's Linux wheel of torch depends on the CUDA runtime packages
 # (nvidia-*, cuda-toolkit, triton: 5.4 GB installed, 4.5 minutes on the
-# development machine); they are installed
-# as pip resolves them, because that is the PyTorch people run, but no GPU is
-# needed: on a machine without one, torch runs its CPU (oneDNN) kernels.
+# development machine). They are installed as pip resolves them, because that
+# is the PyTorch people run; no GPU is needed: without one, torch runs its CPU
+# (oneDNN) kernels.
 #
 #   scripts/bench_venv.sh                     # bench/.venv from /usr/bin/python3
 #   PYTHON=python3.12 VENV=/tmp/v scripts/bench_venv.sh
