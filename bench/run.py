@@ -5,9 +5,14 @@ PyTorch's torch.ops.aten.convolution_backward, side by side in one run.
     /usr/bin/python3 bench/run.py --suite bench/suites/all.txt
 
 Needs a build (cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release &&
-cmake --build build) and Debian's PyTorch and NumPy:
+cmake --build build) and a PyTorch with NumPy: Debian's 1.13
 
     apt-get install -y python3-torch python3-numpy
+
+or the current 2.x from PyPI in the bench's own virtual environment
+(scripts/bench_venv.sh makes bench/.venv), picked with
+--torch-python bench/.venv/bin/python. --tier NAME[,NAME...] runs convbwd
+with CONVBWD_ISA=NAME, one table per tier.
 
 For every descriptor of the suite it builds one set of seeded tensors, runs both
 sides on them alternately (ours first in even rounds, torch first in odd ones),
@@ -30,7 +35,51 @@ import zlib
 INSTALL_HINT = ("PyTorch and NumPy come from Debian:\n"
                 "    apt-get install -y python3-torch python3-numpy\n"
                 "and the harness must run with that interpreter:\n"
-                "    /usr/bin/python3 bench/run.py --suite bench/suites/all.txt")
+                "    /usr/bin/python3 bench/run.py --suite bench/suites/all.txt\n"
+                "or from PyPI in the bench's own environment:\n"
+                "    scripts/bench_venv.sh\n"
+                "    /usr/bin/python3 bench/run.py --torch-python bench/.venv/bin/python ...")
+
+# Set in the environment of a run.py that another one started (for
+# --torch-python or one child per --tier), so that it does not start more.
+CHILD_ENV = "CONVBWD_BENCH_CHILD"
+
+
+def option_values(argv, name):
+    """The values of `name V` and `name=V` in argv, and argv without them."""
+    values, rest, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == name and i + 1 < len(argv):
+            values.append(argv[i + 1])
+            i += 2
+            continue
+        if a.startswith(name + "="):
+            values.append(a[len(name) + 1:])
+        else:
+            rest.append(a)
+        i += 1
+    return values, rest
+
+
+def reexec_for_torch_python():
+    """--torch-python PATH: the whole harness runs under that interpreter, so
+    that `import torch` finds its PyTorch (and NumPy). Done before anything is
+    imported from it."""
+    if os.environ.get(CHILD_ENV):
+        return
+    values, _ = option_values(sys.argv[1:], "--torch-python")
+    if not values:
+        return
+    py = values[-1]
+    if not (os.path.isfile(py) and os.access(py, os.X_OK)):
+        sys.exit(f"bench/run.py: --torch-python {py} is not an executable interpreter; expected e.g. "
+                 f"/usr/bin/python3 (Debian's torch) or bench/.venv/bin/python (scripts/bench_venv.sh)")
+    os.environ[CHILD_ENV] = "1"
+    os.execv(py, [py, os.path.abspath(__file__)] + sys.argv[1:])
+
+
+reexec_for_torch_python()
 
 try:
     import numpy as np
@@ -377,7 +426,20 @@ def main():
     ap.add_argument("--scaling", action="store_true",
                     help="also time ours on 1 thread and print the speed-up of --threads over 1")
     ap.add_argument("--markdown", default=None, help="also write the table as Markdown to this file")
+    ap.add_argument("--tier", default=None,
+                    help="convbwd's ISA tier(s), comma-separated (CONVBWD_ISA, e.g. scalar,avx2,avx512): "
+                         "one table per tier, each from a run of its own")
+    ap.add_argument("--torch-python", default=None, metavar="PATH",
+                    help="the interpreter whose PyTorch is the peer (the harness runs under it): "
+                         "/usr/bin/python3 for Debian's 1.13, bench/.venv/bin/python for PyPI's "
+                         "(scripts/bench_venv.sh); default: this interpreter")
     args = ap.parse_args()
+    tiers = [t for t in (args.tier or "").split(",") if t]
+    if len(tiers) > 1:
+        return run_tiers(tiers, args)
+    if tiers:
+        # Read by the library when it first plans, and by convbwd_bench_info.
+        os.environ["CONVBWD_ISA"] = tiers[0]
 
     build = os.path.abspath(args.build or os.path.join(ROOT, "build"))
     lib_path = args.lib or os.path.join(build, "libconvbwd.so")
@@ -414,6 +476,10 @@ def main():
         selected.append((name, desc, info))
     if not selected:
         sys.exit("bench/run.py: no suite row matches --filter / --dtype")
+    isa = next((info["isa"] for _, _, info in selected if "isa" in info), "?")
+    if tiers and isa != tiers[0]:
+        sys.exit(f"bench/run.py: --tier {tiers[0]}: convbwd runs {isa} with CONVBWD_ISA={tiers[0]}; "
+                 f"this CPU lacks the tier or the library does not know its name")
 
     peak, cpu, probe_text = run_peak(build, args.threads, args.peak_file)
     fp32_peak = float(peak["fp32_gflops"])
@@ -422,8 +488,11 @@ def main():
     lib = Library(lib_path)
 
     print(f"# convbwd vs PyTorch {torch.__version__ if torch else '(not run)'}, threads {args.threads}, "
-          f"rounds {args.repeats}, isa {selected[0][2].get('isa', '?')}")
-    print(f"# cpu {cpu}")
+          f"rounds {args.repeats}, isa {isa}")
+    print(f"# machine: {machine()}")
+    print(f"# {tier_line(isa)}")
+    print(f"# {torch_info(torch)}")
+    print(f"# probe cpu: {cpu}")
     print(f"# peaks ({args.threads} threads): fp32 {fp32_peak:.1f} GFLOP/s, bf16 {bf16_peak:.1f} GFLOP/s "
           f"({peak['bf16_source']}), triad {triad:.1f} GB/s")
     print("# ms = median per call (ours: plan + run); ratio = torch / ours; "
@@ -619,22 +688,78 @@ def main():
         print(f"agreement: {checked} of {len(table)} rows checked against the fp64 reference, all within tolerance")
 
     if args.markdown:
-        write_markdown(args.markdown, table, ratios, cpu, peak, probe_text, torch, args)
+        write_markdown(args.markdown, table, ratios, cpu, peak, probe_text, torch, isa, args)
     return 1 if bad else 0
 
 
+def run_tiers(tiers, args):
+    """One run of this script per tier (CONVBWD_ISA is read once per process),
+    one after the other, each printing its table; with --markdown, the tables
+    are joined into one file under a heading per tier. A tier that cannot run
+    here is reported and left unmeasured."""
+    _, rest = option_values(sys.argv[1:], "--tier")
+    _, rest = option_values(rest, "--markdown")
+    parts, status = [], 0
+    for t in tiers:
+        print(f"## tier {t}", flush=True)
+        md = f"{args.markdown}.{t}.tmp" if args.markdown else None
+        cmd = [sys.executable, os.path.abspath(__file__)] + rest + ["--tier", t] + (["--markdown", md] if md else [])
+        # The Markdown names the command as it was typed, not the child's.
+        env = dict(os.environ, CONVBWD_BENCH_COMMAND=" ".join(sys.argv[1:]))
+        rc = subprocess.run(cmd, env=env).returncode
+        print(flush=True)
+        status = max(status, rc)
+        body = ""
+        if md and os.path.exists(md):
+            body = open(md).read()
+            os.remove(md)
+        if not body:
+            body = f"Not measured: the run for tier `{t}` exited with status {rc} (its message is in the run's output).\n"
+        parts.append(f"## Tier `{t}`\n\n{body}")
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write("\n".join(parts))
+    return status
+
+
+# The CPU flags that decide convbwd's tiers and oneDNN's kernels.
+TIER_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_bf16", "avx512_fp16",
+              "amx_bf16", "amx_tile")
+
+
 def machine():
-    """lscpu's model, CPU count and the SIMD flags that matter here."""
+    """lscpu's model, family/model, CPU count, and which of TIER_FLAGS the CPU
+    has and lacks."""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     except OSError:
         return "unknown (no lscpu)"
     fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    flags = fields.get("Flags", "").split()
-    simd = [f for f in flags if f in ("avx", "avx2", "fma", "f16c") or f.startswith("avx512")]
+    flags = set(fields.get("Flags", "").split())
+    have = [f for f in TIER_FLAGS if f in flags]
+    lack = [f for f in TIER_FLAGS if f not in flags]
     return (f"{fields.get('Model name', '?').strip()}, {fields.get('CPU(s)', '?').strip()} CPUs "
             f"(family {fields.get('CPU family', '?').strip()}, model {fields.get('Model', '?').strip()}), "
-            f"SIMD flags: {' '.join(simd) or 'none'}")
+            f"flags: {' '.join(have) or 'none'}" + (f" (lacks {' '.join(lack)})" if lack else ""))
+
+
+def torch_info(torch):
+    """PyTorch's version and interpreter, its oneDNN version and ATen's CPU
+    capability, from torch.__config__.show() (the same text in 1.13 and 2.x)."""
+    if torch is None:
+        return "PyTorch not run"
+    show = torch.__config__.show()
+    m = re.search(r"(?:MKL-DNN|oneDNN)\D*?v?(\d+(?:\.\d+)+)", show)
+    onednn = m.group(1) if m else "version unknown"
+    if not torch.backends.mkldnn.is_available():
+        onednn += " (not available)"
+    cap = re.search(r"CPU capability usage:\s*(\S+)", show)
+    return (f"PyTorch {torch.__version__} ({sys.executable}), oneDNN {onednn}, "
+            f"ATen CPU capability {cap.group(1) if cap else 'unknown'}")
+
+
+def tier_line(isa):
+    return f"convbwd isa {isa} (CONVBWD_ISA={os.environ.get('CONVBWD_ISA') or 'unset'})"
 
 
 def source_commit(lib_path):
@@ -653,15 +778,17 @@ def source_commit(lib_path):
     return open(stamp).read().strip() if os.path.exists(stamp) else "unknown"
 
 
-def write_markdown(path, table, ratios, cpu, peak, probe_text, torch, args):
+def write_markdown(path, table, ratios, cpu, peak, probe_text, torch, isa, args):
     def f(v, spec):
         return "-" if v is None else format(v, spec)
     lines = [f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Library: `{args.lib_path}`"
              f" (source commit {source_commit(args.lib_path)}).", "",
              f"Machine: {machine()}.", "",
-             f"Command: `/usr/bin/python3 bench/run.py {' '.join(sys.argv[1:])}`", "",
+             f"Command: `/usr/bin/python3 bench/run.py "
+             f"{os.environ.get('CONVBWD_BENCH_COMMAND') or ' '.join(sys.argv[1:])}`", "",
              f"Threads {args.threads}, up to {args.repeats} rounds (median; min in brackets), "
-             f"PyTorch {torch.__version__ if torch else 'not run'}.", "",
+             f"{tier_line(isa)}.", "",
+             f"Peer: {torch_info(torch)}.", "",
              f"Probe CPU line: {cpu}", "",
              f"Peaks ({args.threads} threads, bench/peak): fp32 {peak['fp32_gflops']} GFLOP/s "
              f"({peak['fp32_gflops_per_core']} per core), bf16 {peak['bf16_gflops']} GFLOP/s ({peak['bf16_source']}), "

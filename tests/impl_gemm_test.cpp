@@ -254,6 +254,21 @@ TEST(ImplGemm, Planar1x1Wgrad) {
   check_1x1_wgrad("mb2ic18ih17iw19oc20kh1_dtbf16");
   check_1x1_wgrad("mb2ic70ih17iw19oc13kh1_dtf16:bf16:f32");
 }
+// bf16 with USE_FP16 (issue 19): operands rounded to fp16 after widening,
+// on data the rounding changes (fp16_subnormals; sums exact, so every ISA
+// must give the reference's bits), including the planar 1x1 paths.
+TEST(ImplGemm, Bf16UseFp16) {
+  for (const char* desc : {"mb2ic18ih7oc20kh3ph1_dtbf16_math2", "mb2ic18iw11oc17kw3sw2pw1_dtbf16:f32:f32_math2",
+                           "mb1ic17ih5iw4oc18kh3kw2sh2sw2ph1pw1_tr_dtbf16_math2",
+                           "mb1ic9id4oc7kd3pd1_dtf32:bf16:bf16_math2"})
+    for (Gradient g : {Gradient::input, Gradient::weight})
+      check(desc, g, Layout::channels_last, Layout::padded, Fill::fp16_subnormals);
+  for (const char* desc : {"mb2ic18ih9oc20kh1_dtbf16_math2", "mb2ic19ih9oc21kh1_tr_dtbf16_math2",
+                           "mb2ic20iw300oc9kw1_dtf16:bf16:f32_math2"}) {
+    check_1x1(desc, Layout::contiguous, Fill::fp16_subnormals);
+    check_1x1_wgrad(desc, Layout::padded, Fill::fp16_subnormals);
+  }
+}
 
 // One pass (every image's pixels in one kernel call per tile, stored from
 // registers): 7x7 images, which only this mode takes, many runs, tasks over

@@ -105,6 +105,15 @@ TEST(ImplSmallChannels, OperandRounding) {
   check_both("mb2ic3ih9oc20kh3ph1_math2");
   check_both("mb2ic1iw45oc13kw10sw5_math1_dtbf16");
 }
+// bf16 with USE_FP16 (issue 19): operands rounded to fp16 after widening.
+// fp16_subnormals data is what the rounding changes (to 0 or 2^-24), and
+// keeps sums exact, so every ISA must give the reference's bits.
+TEST(ImplSmallChannels, Bf16UseFp16) {
+  for (const char* desc : {"mb2ic3ih9oc20kh3ph1_dtbf16_math2", "mb2ic1iw45oc13kw10sw5_dtbf16:f32:f32_math2",
+                           "mb2ic2ih7oc7kh3ph1_dtf16:bf16:f32_math2", "mb1ic2id4oc7kd3pd1_dtbf16_math2"})
+    for (Gradient g : {Gradient::input, Gradient::weight})
+      check(desc, g, Layout::padded, Layout::contiguous, Fill::fp16_subnormals);
+}
 TEST(ImplSmallChannels, Layouts) {
   for (Layout in : {Layout::channels_last, Layout::padded, Layout::reversed})
     for (Layout out : {Layout::contiguous, Layout::padded, Layout::reversed}) {

@@ -110,6 +110,8 @@ const char* const kShapes[] = {
     "mb2ic17ih5oc18kh3ph1_math1",
     "mb2ic17ih5oc18kh3ph1_math2",
     "mb2ic4ih5oc3kh3ph1_math2",
+    "mb2ic17ih5oc18kh3ph1_dtbf16_math2",  // bf16 rounded to fp16 (issue 19)
+    "mb2g16ic16ih6oc16kh3ph1_dtbf16_math2",
     // Channel-blocked depthwise (one and eight channels per group; both
     // gradients in one fused pass, or one by one for a transposed layer)
     // and the small-channel columns paths (C <= 4 per group, stride and
@@ -142,7 +144,8 @@ std::string describe(const char* d, int which, double v, int64_t pos) {
 // time. The outputs must equal the reference element by element.
 void check_one_nonfinite(const char* d) {
   const Problem p = Problem::parse(d).value();
-  // USE_FP16 rounds fp32 operands to fp16 first: 70000 becomes Inf there.
+  // USE_FP16 rounds fp32 and bf16 operands to fp16 first: 70000 (bf16:
+  // 70144) becomes Inf there.
   std::vector<double> values = {kNaN, kInf, -kInf};
   if (std::string(d).find("_math2") != std::string::npos) values.push_back(-70000.0);
   int variant = 0;

@@ -327,20 +327,39 @@ TEST(Validation, CubeMathTypeUnknown) {
   expect_invalid(p, {"cubeMathType -1", "unknown"});
 }
 
-TEST(Validation, UseFp16WithBf16) {
-  for (int which = 0; which < 3; ++which) {
+// USE_FP16 takes bf16 operands, as CANN's implementation does (issue 19):
+// whether one operand is bf16 (the problem computes in fp32) or all three
+// are, every operand of the data and weight gradients is rounded to fp16;
+// gradBias is not. fp16 problems need no rounding.
+TEST(Validation, UseFp16RoundsBf16OperandsToFp16) {
+  for (int which = 0; which < 4; ++which) {  // 3: all three bf16
     Problem p = base2d();
     p.math_mode = MathMode::use_fp16;
     TensorDesc* t[3] = {&p.grad_output, &p.input, &p.weight};
-    const char* names[3] = {"gradOutput", "input", "weight"};
-    t[which]->dtype = DataType::bf16;
-    expect_invalid(p, {"cubeMathType 2 (USE_FP16)", "BFLOAT16", names[which]});
+    for (int i = 0; i < 3; ++i)
+      if (i == which || which == 3) t[i]->dtype = DataType::bf16;
+    SCOPED_TRACE(p.descriptor());
+    auto spec = detail::validate(p);
+    ASSERT_TRUE(spec) << spec.error().message;
+    EXPECT_EQ(spec->compute, which == 3 ? DataType::bf16 : DataType::f32);
+    EXPECT_EQ(spec->op_for(Gradient::input).rounding, detail::OperandRounding::fp16);
+    EXPECT_EQ(spec->op_for(Gradient::weight).rounding, detail::OperandRounding::fp16);
+    EXPECT_EQ(spec->op_for(Gradient::bias).rounding, detail::OperandRounding::none);
+    EXPECT_TRUE(Plan::create(p).ok());
   }
-  // USE_FP16 with fp16 and fp32 is fine.
   Problem p = base2d();
   p.math_mode = MathMode::use_fp16;
-  p.input.dtype = DataType::f16;
-  EXPECT_TRUE(Plan::create(p).ok());
+  for (TensorDesc* t : {&p.grad_output, &p.input, &p.weight}) t->dtype = DataType::f16;
+  auto spec = detail::validate(p);
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->op_for(Gradient::input).rounding, detail::OperandRounding::none);
+  // HF32 keeps 11 mantissa bits: bf16 operands pass through unrounded.
+  p = base2d();
+  p.math_mode = MathMode::use_hf32;
+  for (TensorDesc* t : {&p.grad_output, &p.input, &p.weight}) t->dtype = DataType::bf16;
+  spec = detail::validate(p);
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->op_for(Gradient::weight).rounding, detail::OperandRounding::none);
 }
 
 // --- bias sizes ---------------------------------------------------------------------

@@ -73,7 +73,7 @@ CONVBWD_API size_t size_of(DataType);
 enum class MathMode : int8_t {
   keep_dtype = 0,
   allow_fp32_down_precision = 1,  // fp32 computations round inputs to HF32
-  use_fp16 = 2,                   // fp32 computations round inputs to fp16
+  use_fp16 = 2,                   // fp32 and bf16 operands round to fp16 (gradBias: unrounded)
   use_hf32 = 3,                   // fp32 computations round inputs to HF32
 };
 

@@ -191,7 +191,6 @@ Call generate(Bytes& in) {
   c.t[kInput].dtype = dts[1];
   c.t[kWeight].dtype = dts[2];
   c.math = static_cast<int8_t>(in.range(0, 3));
-  if (c.math == 2 && (dts[0] == ACL_BF16 || dts[1] == ACL_BF16 || dts[2] == ACL_BF16)) c.math = 0;
   const int64_t m = in.range(0, 7);
   c.mask = {static_cast<uint8_t>(m & 1), static_cast<uint8_t>((m >> 1) & 1), static_cast<uint8_t>((m >> 2) & 1)};
   if (eight_bit) c.mask = {1, 0, c.mask[2]};

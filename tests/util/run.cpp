@@ -42,7 +42,7 @@ RunResult run_problem(const Problem& given, const RunOptions& opt) {
 
 std::string repro(const Problem& p, const RunOptions& o) {
   return p.descriptor() + " in=" + to_string(o.in_layout) + " out=" + to_string(o.out_layout) +
-         " fill=" + (o.fill == Fill::small_ints ? "small_ints" : "uniform") + " seed=" + std::to_string(o.seed);
+         " fill=" + (o.fill == Fill::small_ints ? "small_ints" : o.fill == Fill::uniform ? "uniform" : "fp16_subnormals") + " seed=" + std::to_string(o.seed);
 }
 
 }  // namespace convbwd::test

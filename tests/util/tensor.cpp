@@ -80,7 +80,7 @@ void fill(HostTensor& t, Fill kind, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> reals(-1.0, 1.0);
   const int64_t n = t.elements();
   for (int64_t i = 0; i < n; ++i) {
-    const double v = kind == Fill::small_ints ? ints(rng) : reals(rng);
+    const double v = kind == Fill::uniform ? reals(rng) : kind == Fill::small_ints ? ints(rng) : ints(rng) * 0x1p-26;
     detail::store_from_double(t.data(), t.storage_index(i), t.desc.dtype, v);
   }
 }
@@ -209,7 +209,7 @@ Comparison check_against_reference(const Problem& given, const CheckOptions& opt
         continue;
       }
       const double tol = tolerance(out_dt, want, sum_abs[static_cast<size_t>(j)], n);
-      const bool exact_needed = opt.fill == Fill::small_ints && sum_abs[static_cast<size_t>(j)] < 0x1p24;
+      const bool exact_needed = exact_fill(opt.fill) && sum_abs[static_cast<size_t>(j)] < 0x1p24;
       const double err = std::fabs(got - want);
       cmp.worst_scaled_error = std::max(cmp.worst_scaled_error, err / tol);
       if (exact_needed ? err != 0 : err > tol) {

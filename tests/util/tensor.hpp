@@ -29,7 +29,14 @@ const char* to_string(Layout);
 enum class Fill {
   small_ints,  // integers in [-3, 3]: fp32 sums stay exact
   uniform,     // uniform in [-1, 1]
+  // Integers in [-3, 3] times 2^-26: fp16 rounding (cubeMathType USE_FP16)
+  // makes them 0 (+-2^-26, and +-2^-25 by ties to even) or +-2^-24, so a path
+  // that skipped it would be far off; sums stay exact, as with small_ints.
+  fp16_subnormals,
 };
+// Whether every sum of products of this fill is exact in fp32 (below 2^24
+// units of its quantum): then fp32 outputs must match the reference exactly.
+inline bool exact_fill(Fill f) { return f == Fill::small_ints || f == Fill::fp16_subnormals; }
 
 // A tensor view into storage it owns. Storage is bigger than the view for
 // padded layouts; bytes outside the view hold a canary pattern.
