@@ -40,6 +40,8 @@ std::array<std::atomic<const KernelConfig*>, std::size(kAllIsas)> g_emulated{};
 
 bool kernel_config_exists(Isa i) { return native(i) != nullptr || emulated_kernel_config(i) != nullptr; }
 
+const KernelConfig* native_kernel_config(Isa i) { return cpu_has(i) ? native(i) : nullptr; }
+
 const KernelConfig* emulated_kernel_config(Isa i) {
   return g_emulated[static_cast<size_t>(i)].load(std::memory_order_acquire);
 }

@@ -53,6 +53,8 @@ bool kernel_config_exists(Isa);
 // emulated config; the scalar one for anything else. Planners take it from
 // PlanContext::isa.
 const KernelConfig& kernel_config(Isa);
+// The native config of a tier this CPU has and this build has kernels for.
+const KernelConfig* native_kernel_config(Isa);
 // The emulated config of a tier, if a test build registered one.
 const KernelConfig* emulated_kernel_config(Isa);
 void register_emulated_kernel_config(const KernelConfig&);
