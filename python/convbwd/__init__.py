@@ -31,6 +31,7 @@ _F32, _F16, _BF16 = 0, 1, 2
 _NUMPY_CODES = {"float32": _F32, "float16": _F16}
 _NUMPY_NAMES = {_F32: "float32", _F16: "float16"}
 _DTYPE_NAMES = {_F32: "float32", _F16: "float16", _BF16: "bfloat16"}
+_NAMES = ("grad_input", "grad_weight", "grad_bias")
 
 
 class Error(ValueError):
@@ -49,15 +50,15 @@ def _invalid(message):
     return Error(STATUS_INVALID_PARAMETER, message)
 
 
-def _torch_codes(torch):
-    return {torch.float32: _F32, torch.float16: _F16, torch.bfloat16: _BF16}
+# torch dtype -> code and back, filled when the first tensor is seen (torch
+# is imported only by callers that use it).
+_TORCH_CODES = {}
+_TORCH_DTYPES = {}
 
 
-@functools.lru_cache(maxsize=None)
-def _torch_dtypes():
-    torch = sys.modules["torch"]
-    codes = _torch_codes(torch)
-    return codes, {code: dt for dt, code in codes.items()}
+def _torch_tables(torch):
+    _TORCH_CODES.update({torch.float32: _F32, torch.float16: _F16, torch.bfloat16: _BF16})
+    _TORCH_DTYPES.update({code: dt for dt, code in _TORCH_CODES.items()})
 
 
 def _is_torch(x):
@@ -67,14 +68,18 @@ def _is_torch(x):
 
 def _view(x, name):
     """(pointer to the first element, dtype code, dims, strides in elements)
-    of a torch tensor or NumPy array, read in place."""
-    if _is_torch(x):
-        if x.device.type != "cpu":
-            raise _invalid(f"{name} is on device {x.device}; expected a CPU tensor")
-        if x.layout is not sys.modules["torch"].strided:
-            raise _invalid(f"{name} has layout {x.layout}; expected a strided (dense) tensor")
-        code = _torch_dtypes()[0].get(x.dtype)
-        if code is None:
+    of a torch tensor or NumPy array, read in place. Runs on every call:
+    attribute reads only, the checks on the common path folded into one."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        if not _TORCH_CODES:
+            _torch_tables(torch)
+        code = _TORCH_CODES.get(x.dtype)
+        if code is None or not x.is_cpu or x.layout is not torch.strided:
+            if not x.is_cpu:
+                raise _invalid(f"{name} is on device {x.device}; expected a CPU tensor")
+            if x.layout is not torch.strided:
+                raise _invalid(f"{name} has layout {x.layout}; expected a strided (dense) tensor")
             raise _invalid(f"{name} has dtype {x.dtype}; expected torch.float32, torch.float16 or torch.bfloat16")
         # data_ptr() already points at the storage offset.
         return x.data_ptr(), code, tuple(x.shape), x.stride()
@@ -95,7 +100,7 @@ def _ints(value, rank, name):
     if isinstance(value, int):
         return (value,) * rank
     try:
-        return tuple(int(v) for v in value)
+        return tuple(map(int, value))
     except TypeError:
         raise _invalid(f"{name} is {value!r}; expected an int or a sequence of ints") from None
 
@@ -146,7 +151,7 @@ def isa():
 
 def _empty_like_kind(template, dims, code):
     if _is_torch(template):
-        return sys.modules["torch"].empty(dims, dtype=_torch_dtypes()[1][code])
+        return sys.modules["torch"].empty(dims, dtype=_TORCH_DTYPES[code])
     np = sys.modules["numpy"]
     if code not in _NUMPY_NAMES:
         raise _invalid(f"the gradients are {_DTYPE_NAMES[code]}, which NumPy has no type for; pass torch tensors")
@@ -208,21 +213,22 @@ def _prepare(grad_output, input, weight, bias_sizes, stride, padding, dilation, 
     mask = tuple(bool(m) for m in output_mask)
     if len(mask) != 3:
         raise _invalid(f"output_mask is {output_mask!r}; expected 3 booleans (grad_input, grad_weight, grad_bias)")
-    names = ("grad_input", "grad_weight", "grad_bias")
     if out is None:
-        out = (None, None, None)
-    elif len(out) != 3:
-        raise _invalid(f"out has {len(out)} entries; expected 3 (grad_input, grad_weight, grad_bias), None for any")
-    out_views = [None, None, None]
-    for i in range(3):
-        if out[i] is not None:
-            if not mask[i]:
-                raise _invalid(f"out[{i}] ({names[i]}) is given but output_mask[{i}] is False")
-            if not _is_torch(out[i]) and not out[i].flags.writeable:
-                raise _invalid(f"out[{i}] ({names[i]}) is a read-only array")
-            out_views[i] = _view(out[i], f"out[{i}] ({names[i]})")
+        out = out_views = out_keys = (None, None, None)
+    else:
+        if len(out) != 3:
+            raise _invalid(f"out has {len(out)} entries; expected 3 (grad_input, grad_weight, grad_bias), None for any")
+        out_views = [None, None, None]
+        for i in range(3):
+            if out[i] is not None:
+                if not mask[i]:
+                    raise _invalid(f"out[{i}] ({_NAMES[i]}) is given but output_mask[{i}] is False")
+                if not _is_torch(out[i]) and not out[i].flags.writeable:
+                    raise _invalid(f"out[{i}] ({_NAMES[i]}) is a read-only array")
+                out_views[i] = _view(out[i], f"out[{i}] ({_NAMES[i]})")
+        out_keys = tuple(v[1:] if v else None for v in out_views)
     before, after = _padding(padding, rank)
-    key = (go[1:], x[1:], w[1:], tuple(v[1:] if v else None for v in out_views),
+    key = (go[1:], x[1:], w[1:], out_keys,
            None if bias_sizes is None else tuple(bias_sizes), _ints(stride, rank, "stride"), before, after,
            _ints(dilation, rank, "dilation"), bool(transposed), _ints(output_padding, rank, "output_padding"),
            int(groups), mask, int(cube_math_type))
