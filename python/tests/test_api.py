@@ -1,6 +1,8 @@
 """convbwd.convolution_backward: operands of either kind and any view, out=,
 errors, the plan cache, the reference, the GIL."""
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -197,3 +199,32 @@ def test_num_threads_round_trip_clears_the_cache():
     assert convbwd.num_threads() == old
     for a, b in zip(one, two):
         assert torch.equal(a, b)  # bit-identical for any thread count
+
+
+def test_threads_calling_at_once_get_the_results_of_calls_one_at_a_time():
+    # One cached plan, four Python threads, each with its own workspace;
+    # executes of a few ms, so that they overlap (the GIL is released).
+    args = ([32], [1, 1], [1, 1], [1, 1], False, [0, 0], 2, ALL)
+    problems = []
+    for s in range(4):
+        g = torch.Generator().manual_seed(s)
+        problems.append((torch.randn(2, 32, 28, 28, generator=g), torch.randn(2, 16, 28, 28, generator=g),
+                         torch.randn(32, 8, 3, 3, generator=g)))
+    alone = [convbwd.convolution_backward(go, x, w, *args) for go, x, w in problems]
+    together = [None] * 4
+    barrier = threading.Barrier(4)
+
+    def work(i):
+        go, x, w = problems[i]
+        barrier.wait()
+        together[i] = [convbwd.convolution_backward(go, x, w, *args) for _ in range(10)]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        for run in together[i]:
+            for a, b in zip(run, alone[i]):
+                assert torch.equal(a, b)
