@@ -101,13 +101,24 @@ convbwd::Error run_reference(const convbwd::Plan& plan, const convbwd::Buffers& 
   const convbwd::Problem& p = plan.problem();
   auto spec = convbwd::detail::validate(p);
   if (!spec) return spec.error();
-  if (!b.grad_output || !b.input || !b.weight)
-    return {convbwd::Status::null_pointer, "reference: an operand pointer is null; expected gradOutput, input and weight"};
+  // An empty tensor may have a null pointer (torch's do): the loops never
+  // read or write it.
+  const auto empty = [](const std::vector<int64_t>& dims) {
+    for (int64_t d : dims)
+      if (d == 0) return true;
+    return false;
+  };
+  const std::pair<const void*, const convbwd::TensorDesc*> operands[] = {
+      {b.grad_output, &p.grad_output}, {b.input, &p.input}, {b.weight, &p.weight}};
+  for (const auto& [ptr, desc] : operands)
+    if (!ptr && !empty(desc->dims))
+      return {convbwd::Status::null_pointer, "reference: an operand pointer is null; expected gradOutput, input and weight"};
   void* dst[3] = {b.grad_input, b.grad_weight, b.grad_bias};
   for (int i = 0; i < 3; ++i) {
     if (!p.output_mask[i]) continue;
-    if (!dst[i]) return {convbwd::Status::null_pointer, "reference: a requested output's pointer is null"};
     const auto g = static_cast<convbwd::Gradient>(i);
+    if (empty(p.gradient_dims(g))) continue;
+    if (!dst[i]) return {convbwd::Status::null_pointer, "reference: a requested output's pointer is null"};
     const void* a = b.grad_output;
     const void* second = b.weight;
     if (g == convbwd::Gradient::weight) {

@@ -228,3 +228,12 @@ def test_threads_calling_at_once_get_the_results_of_calls_one_at_a_time():
         for run in together[i]:
             for a, b in zip(run, alone[i]):
                 assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_an_empty_batch_gives_zero_weight_and_bias_gradients(reference):
+    w = torch.randn(6, 2, 3, 3)
+    gi, gw, gb = convbwd.convolution_backward(torch.empty(0, 6, 5, 8), torch.empty(0, 4, 9, 8), w, [6], [2, 1], [1, 1],
+                                              [1, 1], False, [0, 0], 2, ALL, reference=reference)
+    assert gi.shape == (0, 4, 9, 8)
+    assert torch.equal(gw, torch.zeros(6, 2, 3, 3)) and torch.equal(gb, torch.zeros(6))
