@@ -68,6 +68,9 @@ def _torch_forward(input, weight, bias, stride, before, after, dilation, transpo
     return y.to(dtype)
 
 
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
 class ConvolutionFunction(torch.autograd.Function):
     """torch.convolution forward, convbwd backward. Arguments as
     convbwd.torch.convolution, all given; padding is (before, after) lists."""
@@ -75,6 +78,11 @@ class ConvolutionFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, bias, stride, before, after, dilation, transposed, output_padding, groups,
                 cube_math_type):
+        # Fail here rather than in the backward, far from the layer.
+        if input.dtype not in _DTYPES or weight.dtype not in _DTYPES:
+            raise convbwd.Error(convbwd.STATUS_INVALID_PARAMETER,
+                                f"input {input.dtype} and weight {weight.dtype}: convbwd's backward computes "
+                                "torch.float32, torch.float16 and torch.bfloat16 only")
         ctx.save_for_backward(input, weight)
         ctx.params = (stride, before, after, dilation, transposed, output_padding, groups, cube_math_type)
         ctx.has_bias = bias is not None

@@ -190,3 +190,9 @@ def test_gradients_flow_only_where_asked():
     x = torch.randn(1, 2, 5, 5, requires_grad=True)
     m(x).sum().backward()
     assert x.grad is not None and m.weight.grad is None
+
+
+def test_a_dtype_convbwd_does_not_compute_fails_in_the_forward():
+    m = ct.Conv2d(2, 3, 3).double()
+    with pytest.raises(convbwd.Error, match="input torch.float64 and weight torch.float64"):
+        m(torch.randn(1, 2, 5, 5, dtype=torch.float64))
