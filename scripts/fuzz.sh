@@ -30,7 +30,7 @@ if [ ! -f tools/convbwd/npy.cpp ]; then targets=${targets//npy/}; fi
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCONVBWD_SANITIZE=address,undefined -DCONVBWD_FUZZ=ON -DCONVBWD_BUILD_BENCH=OFF \
+  -DCONVBWD_SANITIZE=address,undefined -DCONVBWD_FUZZ=ON -DCONVBWD_BUILD_BENCH=OFF -DCONVBWD_BUILD_PYTHON=OFF \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize-link-c++-runtime -lstdc++" >/dev/null
 bins=()
 for t in $targets; do bins+=("fuzz_$t"); done

@@ -22,7 +22,7 @@ if [[ " $steps " == *" asan "* ]]; then
   # -lstdc++ add them (checked: example_c_api_smoke then links and passes).
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DCONVBWD_SANITIZE=address,undefined -DCONVBWD_FUZZ=ON -DCONVBWD_BUILD_BENCH=OFF \
+    -DCONVBWD_SANITIZE=address,undefined -DCONVBWD_FUZZ=ON -DCONVBWD_BUILD_BENCH=OFF -DCONVBWD_BUILD_PYTHON=OFF \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize-link-c++-runtime -lstdc++" >/dev/null
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:check_initialization_order=1:detect_stack_use_after_return=1} \
@@ -32,7 +32,7 @@ fi
 if [[ " $steps " == *" tsan "* ]]; then
   echo "== TSan: stream, thread and concurrency tests (build-tsan)"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONVBWD_SANITIZE=thread \
-    -DCONVBWD_BUILD_BENCH=OFF -DCONVBWD_BUILD_TOOLS=OFF -DCONVBWD_BUILD_EXAMPLES=OFF >/dev/null
+    -DCONVBWD_BUILD_BENCH=OFF -DCONVBWD_BUILD_TOOLS=OFF -DCONVBWD_BUILD_EXAMPLES=OFF -DCONVBWD_BUILD_PYTHON=OFF >/dev/null
   # The executables whose tests start threads or streams; each runs the
   # filter's tests only (the rest is single-threaded and covered by ASan).
   declare -A filters=(

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test: the unit and property tests (on each
-# ISA path this CPU has), then the sanitizer and fuzzing steps if present.
+# ISA path this CPU has), the Python package's tests, then the sanitizer
+# and fuzzing steps if present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 jobs=$(nproc)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVBWD_WERROR=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVBWD_WERROR=ON -DCONVBWD_BUILD_PYTHON=ON >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build -j "$jobs" --output-on-failure
+# The Python package, imported from the build tree by Debian's interpreter
+# (the one with Debian's PyTorch). pytest exits 5 when it collects nothing,
+# which must fail the run as loudly as a failing test.
+echo "== Python tests"
+rc=0
+PYTHONPATH="$PWD/build/python" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests || rc=$?
+if [ "$rc" -ne 0 ]; then
+  [ "$rc" -eq 5 ] && echo "scripts/test.sh: pytest collected no tests under python/tests" >&2
+  exit "$rc"
+fi
 # Every other tier this machine runs, natively or emulated (SIMDe), forced
 # through the environment: the list comes from the build, so a rerun that
 # would run the default code again is not made and a new tier joins itself.
