@@ -11,6 +11,7 @@ namespace convbwd::detail {
 
 using AnyNonfinite = bool (*)(const float* p, int64_t n);
 
+namespace {  // this body is compiled with every tier's flags: one copy per file
 // The exponent of NaN and +-Inf is all ones, and only then does adding one
 // to it carry into the sign bit. An OR of integers has no order to keep, so
 // the compiler vectorizes the loop for the ISA it is built for.
@@ -23,5 +24,6 @@ inline bool any_nonfinite_body(const float* p, int64_t n) {
   }
   return (any & 0x80000000u) != 0;
 }
+}  // namespace
 
 }  // namespace convbwd::detail

@@ -1,7 +1,7 @@
 // Direct kernels for grouped convolutions whose groups are small (depthwise
 // C = K = 1 above all, and e.g. ResNeXt's 8 channels per group), where a GEMM
 // has nothing to block over. Planning sizes the per-thread scratch and picks
-// the ISA's kernel; the kernels live in depthwise_kernel.hpp.
+// the ISA's kernel; the kernels live in src/kernels/depthwise/.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -10,8 +10,8 @@
 
 #include "kernels/config.hpp"
 #include "impl/bias/bias_plan.hpp"
-#include "impl/depthwise/depthwise_cl.hpp"
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_cl_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
 #include "impl/nonfinite/nonfinite.hpp"
 #include "impl/operand_access.hpp"
@@ -335,7 +335,7 @@ class DepthwiseClFusedKernel final : public FusedKernel {
 constexpr int64_t kClMinGroup = 6;
 
 // Channel-blocked plan for depthwise and small-group layers (see
-// depthwise_cl.hpp).
+// kernels/depthwise/depthwise_cl_plan.hpp).
 std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;

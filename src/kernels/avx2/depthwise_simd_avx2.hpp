@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
 #include "kernels/avx2/transpose8_avx2.hpp"

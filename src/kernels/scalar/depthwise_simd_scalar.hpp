@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 #include "kernels/any_nonfinite.hpp"
 
 namespace convbwd::detail {

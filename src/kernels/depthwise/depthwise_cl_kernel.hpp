@@ -1,5 +1,5 @@
-// Channel-blocked depthwise kernels (plan: depthwise_cl.hpp), written once
-// over an 8-lane vector type V and instantiated per ISA by
+// Channel-blocked depthwise kernels (plan: depthwise_cl_plan.hpp), written
+// once over an 8-lane vector type V and instantiated per ISA by
 // src/kernels/<isa>/depthwise_<isa>.cpp. Include only from those files.
 //
 // Lane l of every vector is group 8*block + l. A task converts the rows it
@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "kernels/tier_kernels.hpp"
-#include "impl/depthwise/depthwise_cl.hpp"
+#include "kernels/depthwise/depthwise_cl_plan.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
 // memory (GCC -O2 does not unroll them by itself).

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "impl/bias/bias_plan.hpp"
+#include "kernels/bias/bias_plan.hpp"
 #include "numeric/float_formats.hpp"
 
 namespace convbwd::detail {

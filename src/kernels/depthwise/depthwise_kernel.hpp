@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "kernels/tier_kernels.hpp"
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
 // memory (GCC -O2 does not unroll them by itself).

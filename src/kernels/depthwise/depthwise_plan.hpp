@@ -1,6 +1,7 @@
-// Plain data shared by the depthwise/grouped implementation (src/impl/depthwise)
-// and its per-ISA kernels (src/kernels/<isa>/depthwise_*). Everything here is
-// computed once at plan time; the kernels only read it.
+// The plan of the depthwise/grouped direct kernels (depthwise_kernel.hpp,
+// instantiated per ISA by src/kernels/<isa>/depthwise_*), filled by the
+// planner in src/impl/depthwise. Everything here is computed once at plan
+// time; the kernels only read it.
 #pragma once
 
 #include <array>
@@ -20,7 +21,10 @@ constexpr int64_t kDwMaxKw = 64;
 // Most (depth, height) kernel taps a plan takes (a stack array per row).
 constexpr int64_t kDwMaxRowTaps = 256;
 
+namespace {
+// In an unnamed namespace: this header is compiled with every tier's flags.
 inline int64_t dw_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+}  // namespace
 
 // A strided 5D view (n or out-channel, channel, d, h, w); missing leading
 // spatial dims have extent 1 and stride 0.
@@ -88,7 +92,5 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
 // rows c >= nv and elements past n are +0.
 void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
                                      int64_t n, OperandRounding rounding, float* out);
-
-// One task of a depthwise/grouped plan; scratch holds p.scratch_floats floats.
 
 }  // namespace convbwd::detail
