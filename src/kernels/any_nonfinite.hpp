@@ -1,7 +1,8 @@
 // Whether any of n fp32 values is NaN or +-Inf: how a kernel that reports
 // NaN/Inf itself (NonfiniteMode::report, src/impl/implementation.hpp) checks
 // the operand copies it has just made, while they are still in cache. One
-// body, compiled portable and with AVX2 (src/kernels/<isa>/any_nonfinite_*).
+// body, compiled portable and with AVX2 (src/kernels/<isa>/any_nonfinite_*);
+// AVX-512 has its own (kernels/avx512/any_nonfinite_avx512.cpp).
 #pragma once
 
 #include <cstdint>

@@ -15,11 +15,13 @@ constinit const KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, 
 // broadcasts = the 16 registers, and each step issues 12 FMAs against 8
 // loads, which keeps both FMA pipes busy without saturating the load ports.
 constinit const KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
+constinit const KernelConfig kAvx512 = CONVBWD_AVX512_TIER_CONFIG(avx512, false);
 
 const KernelConfig* native(Isa i) {
   switch (i) {
     case Isa::scalar: return &kScalar;
     case Isa::avx2: return &kAvx2;
+    case Isa::avx512: return &kAvx512;
     default: return nullptr;
   }
 }

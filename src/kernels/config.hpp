@@ -31,6 +31,11 @@ struct DepthwiseKernels {
                    int64_t block, float* scratch) = nullptr;
 };
 
+struct BiasKernels {
+  int lanes = 8;  // floats per vector: defines the summation order (BiasPlan)
+  void (*task)(const BiasPlan&, const void* a, void* dst, float* partials, int64_t task) = nullptr;
+};
+
 struct KernelConfig {
   Isa isa = Isa::scalar;
   bool emulated = false;  // compiled against SIMDe (tests only)
@@ -39,7 +44,7 @@ struct KernelConfig {
   StoreRow store_row = nullptr;
   AnyNonfinite any_nonfinite = nullptr;
   DepthwiseKernels depthwise;
-  void (*bias_task)(const BiasPlan&, const void* a, void* dst, float* partials, int64_t task) = nullptr;
+  BiasKernels bias;
 };
 
 // Whether this build has kernels of the tier's own (a tier without them runs

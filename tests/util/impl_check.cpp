@@ -25,12 +25,6 @@ struct Aligned {
 
 }  // namespace
 
-std::vector<Isa> test_isas() {
-  std::vector<Isa> v{Isa::scalar};
-  if (detail::detected_isa() >= Isa::avx2) v.push_back(Isa::avx2);
-  return v;
-}
-
 void check_implementation(const std::string& desc, Gradient which, const ImplFor& impl_for, Layout in_layout,
                           Layout out_layout, Fill fill_kind, const std::vector<int>& thread_counts) {
   SCOPED_TRACE(desc + " gradient " + std::to_string(static_cast<int>(which)) + " in " + to_string(in_layout) +
@@ -90,7 +84,7 @@ void check_implementation(const std::string& desc, Gradient which, const ImplFor
   for (Isa isa : test_isas()) {
     std::vector<unsigned char> first;
     for (int threads : thread_counts) {
-      SCOPED_TRACE(std::string("isa ") + std::string(detail::to_string(isa)) + " threads " + std::to_string(threads));
+      SCOPED_TRACE("isa " + tier_name(isa) + " threads " + std::to_string(threads));
       std::string why;
       auto k = impl_for(op.op).plan(op, detail::PlanContext{isa, threads}, &why);
       ASSERT_TRUE(k) << "declined: " << why;

@@ -69,13 +69,18 @@ constexpr unsigned kNonfiniteA = 1, kNonfiniteB = 2;
 // bwd_weights plans, both reporting NaN/Inf, and optionally gradBias.
 struct DwClFusedPlan {
   DwClPlan data, weights;
-  // Also gradBias, in bias_reduce's order (kernels/bias/bias_plan.hpp with
-  // one chunk): the element at width w goes to lane w % 8, each lane sums in
-  // (n, d, h, w) order, lanes added ((0+1)+(2+3))+((4+5)+(6+7)).
+  // Also gradBias, in the order of the tier's bias_reduce plan
+  // (kernels/bias/bias_plan.hpp, one chunk): the element at width w goes to
+  // lane w % bias_lanes, each lane sums in (n, d, h, w) order, the lanes are
+  // added pairwise.
   bool bias = false;
-  DwView bias_out;  // off, sw (the channel stride) and dtype of gradBias
-  // Per thread: the data plan's scratch, the weights plan's, 8 lane vectors.
-  size_t scratch_floats() const { return data.scratch_floats + weights.scratch_floats + kDwLanes * kDwLanes; }
+  int64_t bias_lanes = 8;  // BiasPlan::lanes: 8 or 16
+  DwView bias_out;         // off, sw (the channel stride) and dtype of gradBias
+  // Per thread: the data plan's scratch, the weights plan's, bias_lanes
+  // vectors of kDwClLanes channels.
+  size_t scratch_floats() const {
+    return data.scratch_floats + weights.scratch_floats + static_cast<size_t>(bias_lanes * kDwClLanes);
+  }
 };
 
 }  // namespace convbwd::detail
