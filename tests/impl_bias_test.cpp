@@ -1,10 +1,11 @@
 // The bias sum (gradBias) against the reference: every dtype, every memory
 // layout mode (contiguous rows, channels last, generic strides), tails,
-// chunked sums for few channels, each ISA this CPU has, and identical bits for
-// any thread count and between the scalar and AVX2 builds.
+// chunked sums for few channels, every tier that runs here (test_isas), and
+// identical bits for any thread count and between tiers of one lane count.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "impl/implementation.hpp"
@@ -12,7 +13,9 @@
 #include "reference/reference.hpp"
 #include "runtime/cpu.hpp"
 #include "runtime/thread_pool.hpp"
+#include "kernels/config.hpp"
 #include "util/tensor.hpp"
+#include "util/tiers.hpp"
 
 namespace convbwd::test {
 namespace {
@@ -108,15 +111,14 @@ TEST(BiasReduce, ExactPerIsa) {
       for (Layout l : {Layout::contiguous, Layout::channels_last, Layout::padded}) {
         Direct d(std::string(s) + dt, l, Fill::small_ints);
         const auto want = d.reference();
-        EXPECT_TRUE(d.run(Isa::scalar, 2, pool) == want) << s << dt << " " << to_string(l);
-        if (detail::detected_isa() >= Isa::avx2) {
-          EXPECT_TRUE(d.run(Isa::avx2, 2, pool) == want) << s << dt << " " << to_string(l);
-        }
+        for (Isa isa : test_isas())
+          EXPECT_TRUE(d.run(isa, 2, pool) == want) << s << dt << " " << to_string(l) << " " << tier_name(isa);
       }
 }
 
-// Rounding sums: same bits for 1, 2 and 3 threads, and for scalar and AVX2
-// (the kernels only add, in the same lane order).
+// Rounding sums: same bits for 1, 2 and 3 threads on every tier, and on
+// tiers of one lane count (scalar and AVX2: 8): the kernels only add, in the
+// lane order the plan fixes.
 TEST(BiasReduce, BitsIndependentOfThreadsAndIsa) {
   detail::ThreadPool pool(3);
   for (const char* s : kShapes)
@@ -124,12 +126,19 @@ TEST(BiasReduce, BitsIndependentOfThreadsAndIsa) {
       Direct d(std::string(s) + "_dtbf16", l, Fill::uniform);
       Direct f(s, l, Fill::uniform);
       for (const Direct* x : {&d, &f}) {
-        const auto one = x->run(Isa::scalar, 1, pool);
-        EXPECT_TRUE(x->run(Isa::scalar, 2, pool) == one) << s;
-        EXPECT_TRUE(x->run(Isa::scalar, 3, pool) == one) << s;
-        if (detail::detected_isa() >= Isa::avx2) {
-          EXPECT_TRUE(x->run(Isa::avx2, 1, pool) == one) << s;
-          EXPECT_TRUE(x->run(Isa::avx2, 2, pool) == one) << s;
+        std::vector<std::pair<int, std::vector<unsigned char>>> by_lanes;  // the first tier's bits per lane count
+        for (Isa isa : test_isas()) {
+          const auto one = x->run(isa, 1, pool);
+          EXPECT_TRUE(x->run(isa, 2, pool) == one) << s << " " << tier_name(isa);
+          EXPECT_TRUE(x->run(isa, 3, pool) == one) << s << " " << tier_name(isa);
+          const int lanes = detail::kernel_config(isa).bias.lanes;
+          bool seen = false;
+          for (const auto& [n, bits] : by_lanes)
+            if (n == lanes) {
+              seen = true;
+              EXPECT_TRUE(bits == one) << s << " " << tier_name(isa) << " differs from a tier of " << lanes << " lanes";
+            }
+          if (!seen) by_lanes.emplace_back(lanes, one);
         }
       }
     }
@@ -142,17 +151,20 @@ TEST(BiasReduce, BitsIndependentOfLayout) {
   const Layout kLayouts[] = {Layout::contiguous, Layout::channels_last, Layout::padded, Layout::reversed};
   for (const char* s : kShapes)
     for (const char* dt : {"", "_dtbf16", "_dtf16"}) {
-      std::vector<double> first;
-      for (Layout l : kLayouts) {
-        Direct d(std::string(s) + dt, l, Fill::uniform);  // same logical values in every layout
-        HostTensor out = d.out;
-        out.storage = d.run(detail::active_isa(), 2, pool);
-        std::vector<double> v;
-        for (int64_t i = 0; i < out.elements(); ++i) v.push_back(out.at(i));
-        if (first.empty())
-          first = v;
-        else
-          EXPECT_TRUE(v == first) << s << dt << " " << to_string(l) << " differs from contiguous";
+      for (Isa isa : test_isas()) {
+        std::vector<double> first;
+        for (Layout l : kLayouts) {
+          Direct d(std::string(s) + dt, l, Fill::uniform);  // same logical values in every layout
+          HostTensor out = d.out;
+          out.storage = d.run(isa, 2, pool);
+          std::vector<double> v;
+          for (int64_t i = 0; i < out.elements(); ++i) v.push_back(out.at(i));
+          if (first.empty())
+            first = v;
+          else
+            EXPECT_TRUE(v == first) << s << dt << " " << to_string(l) << " differs from contiguous on "
+                                    << tier_name(isa);
+        }
       }
     }
 }

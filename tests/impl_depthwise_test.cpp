@@ -2,7 +2,7 @@
 // group, depthwise_direct for the rest) against the reference: every op
 // (bwd_data, fwd for transposed, bwd_weights), 1D/2D/3D, stride, dilation,
 // asymmetric padding, width tails, group counts not a multiple of 8, every
-// dtype and rounding, strided views, each ISA this CPU has, and identical
+// dtype and rounding, strided views, every tier that runs here (test_isas), and identical
 // bits for 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
@@ -21,6 +21,7 @@
 #include "runtime/cpu.hpp"
 #include "runtime/thread_pool.hpp"
 #include "util/tensor.hpp"
+#include "util/tiers.hpp"
 
 namespace convbwd::test {
 namespace {
@@ -50,6 +51,9 @@ const char* const kGeometries[] = {
     "mb1g2ic2iw40oc2kw11pw5",
     "mb1g2ic2iw45oc2kw13pw6dw2",
     "mb1g2ic2ih3iw150oc2kh3kw3ph1pw1",
+    // More than 8 vectors of 16 lanes (two row blocks), with tails.
+    "mb1g2ic2ih2iw300oc2kh3kw3ph1pw1",
+    "mb1g2ic2ih3iw263oc2kh3kw5sw2pw2",
     "mb2g2ic2ih5iw37oc2kh1kw4sw5pw3pwr0",
     // Transposed: gradInput is the fwd op.
     "mb2g4ic4ih5iw7oc4kh3kw3sh2sw2ph1pw1_tr",
@@ -320,12 +324,6 @@ std::vector<const detail::Implementation*> impls_for(const Direct& d) {
   return v;
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::scalar};
-  if (detail::detected_isa() >= Isa::avx2) v.push_back(Isa::avx2);
-  return v;
-}
-
 // Small integers make every fp32 sum exact, so each ISA must reproduce the
 // reference's bits exactly, canaries outside the views included.
 void expect_exact_per_isa(const std::vector<const char*>& suffixes, Fill fill) {
@@ -337,24 +335,24 @@ void expect_exact_per_isa(const std::vector<const char*>& suffixes, Fill fill) {
         Direct d(desc, layout, fill);
         for (Gradient g : {Gradient::input, Gradient::weight}) {
           const auto want = d.reference(g);
-          for (Isa isa : isas())
+          for (Isa isa : test_isas())
             for (const detail::Implementation* impl : impls_for(d)) {
               const auto got = d.run(g, isa, 2, pool, *impl);
               EXPECT_TRUE(got == want) << desc << " " << to_string(layout) << " grad " << static_cast<int>(g)
-                                       << " isa " << detail::to_string(isa) << " " << impl->name;
+                                       << " isa " << tier_name(isa) << " " << impl->name;
             }
         }
       }
 }
 TEST(DepthwiseDirect, ExactPerIsa) {
   expect_exact_per_isa({"", "_dtf16", "_dtbf16", "_dtf16:bf16:f32", "_math1", "_math2"}, Fill::small_ints);
-  if (detail::detected_isa() < Isa::avx2) GTEST_SKIP() << "AVX2 not available: only the scalar kernels ran";
+  if (test_isas().size() < 2) GTEST_SKIP() << "no vector tier runs here: only the scalar kernels ran";
 }
 // bf16 with USE_FP16 (issue 19): the operands are rounded to fp16 after
 // widening, on data the rounding changes (to 0 or 2^-24) with exact sums.
 TEST(DepthwiseDirect, Bf16UseFp16ExactPerIsa) {
   expect_exact_per_isa({"_dtbf16_math2", "_dtbf16:f32:f32_math2", "_dtf16:bf16:f32_math2"}, Fill::fp16_subnormals);
-  if (detail::detected_isa() < Isa::avx2) GTEST_SKIP() << "AVX2 not available: only the scalar kernels ran";
+  if (test_isas().size() < 2) GTEST_SKIP() << "no vector tier runs here: only the scalar kernels ran";
 }
 
 // Same bits for 1 and 2 threads, on data whose sums round.
@@ -364,12 +362,12 @@ TEST(DepthwiseDirect, ThreadCountDoesNotChangeBits) {
     Direct d(std::string(geo) + "_dtf16:f32:bf16", Layout::contiguous, Fill::uniform);
     Direct f(geo, Layout::padded, Fill::uniform);
     for (Gradient g : {Gradient::input, Gradient::weight})
-      for (Isa isa : isas())
+      for (Isa isa : test_isas())
         for (const detail::Implementation* impl : impls_for(d)) {
           const auto& m = *impl;
-          EXPECT_TRUE(d.run(g, isa, 1, pool, m) == d.run(g, isa, 2, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name;
-          EXPECT_TRUE(f.run(g, isa, 1, pool, m) == f.run(g, isa, 2, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name;
-          EXPECT_TRUE(f.run(g, isa, 2, pool, m) == f.run(g, isa, 3, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name;
+          EXPECT_TRUE(d.run(g, isa, 1, pool, m) == d.run(g, isa, 2, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name << " " << tier_name(isa);
+          EXPECT_TRUE(f.run(g, isa, 1, pool, m) == f.run(g, isa, 2, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name << " " << tier_name(isa);
+          EXPECT_TRUE(f.run(g, isa, 2, pool, m) == f.run(g, isa, 3, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name << " " << tier_name(isa);
         }
   }
 }
@@ -384,9 +382,9 @@ TEST(DepthwiseDirect, UnreadInfStaysOut) {
     for (int64_t i = cols - 1; i < d.in.elements(); i += cols)  // the last column of every row
       detail::store_from_double(d.in.data(), d.in.storage_index(i), d.in.desc.dtype, HUGE_VAL);
     const auto want = d.reference(Gradient::weight);
-    for (Isa isa : isas())
+    for (Isa isa : test_isas())
       for (const detail::Implementation* impl : impls_for(d))
-        EXPECT_TRUE(d.run(Gradient::weight, isa, 1, pool, *impl) == want) << desc << " " << impl->name;
+        EXPECT_TRUE(d.run(Gradient::weight, isa, 1, pool, *impl) == want) << desc << " " << impl->name << " " << tier_name(isa);
   }
 }
 

@@ -1,7 +1,7 @@
 // The ISA versions of the output row store (kernels/gemm.hpp) give
 // the same bits as the portable one, which float_formats_test checks against
 // the formats' definitions: every fp32 pattern of a dense sweep (ties,
-// subnormals, overflow, NaN payloads), every length around the 8-wide
+// subnormals, overflow, NaN payloads), every length around the 8- and 16-wide
 // blocks, and strided rows that must leave the gaps between their elements
 // alone.
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include "kernels/config.hpp"
 #include "kernels/tier_kernels.hpp"
 #include "runtime/cpu.hpp"
+#include "util/tiers.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -29,11 +30,8 @@ struct IsaStore {
 // portable one, which is the comparison: new tiers join by their config.
 std::vector<IsaStore> isa_stores() {
   std::vector<IsaStore> v;
-  for (Isa i : kAllIsas) {
-    const KernelConfig& c = kernel_config(i);
-    if (c.isa != i || i == Isa::scalar) continue;  // a tier without kernels of its own runs the one below
-    v.push_back({std::string(to_string(i)) + (c.emulated ? " (emulated)" : ""), c.store_row});
-  }
+  for (Isa i : test::test_isas())
+    if (i != Isa::scalar) v.push_back({test::tier_name(i), kernel_config(i).store_row});
   return v;
 }
 

@@ -1,7 +1,8 @@
 // Whether any of n fp32 values is NaN or +-Inf: how a kernel that reports
 // NaN/Inf itself (NonfiniteMode::report, src/impl/implementation.hpp) checks
 // the operand copies it has just made, while they are still in cache. One
-// body, compiled portable and with AVX2 (src/kernels/<isa>/any_nonfinite_*).
+// body, compiled portable and with AVX2 (src/kernels/<isa>/any_nonfinite_*);
+// AVX-512 has its own (kernels/avx512/any_nonfinite_avx512.cpp).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@ namespace convbwd::detail {
 
 using AnyNonfinite = bool (*)(const float* p, int64_t n);
 
+namespace {  // this body is compiled with every tier's flags: one copy per file
 // The exponent of NaN and +-Inf is all ones, and only then does adding one
 // to it carry into the sign bit. An OR of integers has no order to keep, so
 // the compiler vectorizes the loop for the ISA it is built for.
@@ -23,5 +25,6 @@ inline bool any_nonfinite_body(const float* p, int64_t n) {
   }
   return (any & 0x80000000u) != 0;
 }
+}  // namespace
 
 }  // namespace convbwd::detail

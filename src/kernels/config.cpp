@@ -17,13 +17,7 @@ constinit const KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, 
 // broadcasts = the 16 registers, and each step issues 12 FMAs against 8
 // loads, which keeps both FMA pipes busy without saturating the load ports.
 constinit const KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
-
-// Until each kernel family has its AVX-512 body, the tier runs the AVX2
-// one (it executes on every AVX-512 CPU).
-constinit const KernelConfig kAvx512 = {
-    Isa::avx512, false, {8, 32, &avx512::f32_gemm_8x32_gather, &avx512::f32_gemm_8x32_strided, "f32_gemm_8x32_avx512"},
-    &avx2::to_channels_last, &avx2::store_row, &avx2::any_nonfinite,
-    {8, &avx2::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, &avx2::bias_task};
+constinit const KernelConfig kAvx512 = CONVBWD_AVX512_TIER_CONFIG(avx512, false);
 
 const KernelConfig* native(Isa i) {
   switch (i) {

@@ -32,6 +32,11 @@ struct DepthwiseKernels {
                    int64_t block, float* scratch) = nullptr;
 };
 
+struct BiasKernels {
+  int lanes = 8;  // floats per vector: defines the summation order (BiasPlan)
+  void (*task)(const BiasPlan&, const void* a, void* dst, float* partials, int64_t task) = nullptr;
+};
+
 struct KernelConfig {
   Isa isa = Isa::scalar;
   bool emulated = false;  // compiled against SIMDe (tests only)
@@ -40,7 +45,7 @@ struct KernelConfig {
   StoreRow store_row = nullptr;
   AnyNonfinite any_nonfinite = nullptr;
   DepthwiseKernels depthwise;
-  void (*bias_task)(const BiasPlan&, const void* a, void* dst, float* partials, int64_t task) = nullptr;
+  BiasKernels bias;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

@@ -1,6 +1,6 @@
 // The output row store every fast path ends with: n fp32 values rounded once
 // into an output's dtype (numeric/float_formats.hpp) at base[index],
-// base[index + stride], ... One portable and one AVX2 version (eight
+// base[index + stride], ... One version per tier (eight or sixteen
 // conversions per instruction, the same bits); kernel_store_row_test holds
 // them to each other.
 #pragma once
@@ -12,6 +12,7 @@
 
 namespace convbwd::detail {
 
+namespace {  // compiled with every tier's flags: one copy per file
 // fp32 rows need no rounding: a copy, inline in every caller (a call per
 // 16-float row made the planar 1x1 data gradient 1.3x slower).
 inline void store_row_f32(const float* src, int64_t n, float* p, int64_t stride) {
@@ -21,6 +22,7 @@ inline void store_row_f32(const float* src, int64_t n, float* p, int64_t stride)
   }
   for (int64_t j = 0; j < n; ++j) p[j * stride] = src[j];
 }
+}  // namespace
 
 using StoreRow = void (*)(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);
 

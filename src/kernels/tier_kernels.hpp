@@ -8,33 +8,67 @@
 #include "kernels/config.hpp"
 
 // The GEMM microkernels are named by shape too: <dtype>_gemm_<MR>x<NR>_<A access>.
-#define CONVBWD_DECLARE_TIER_KERNELS(ns, gemm_shape)                                                          \
+#define CONVBWD_DECLARE_TIER_GEMM(ns, gemm_shape)            \
+  namespace convbwd::detail::ns {                          \
+  void f32_gemm_##gemm_shape##_gather(const MicroArgs&);   \
+  void f32_gemm_##gemm_shape##_strided(const MicroArgs&);  \
+  }
+
+// The converters, row stores, NaN/Inf checks, depthwise_direct and bias kernels.
+#define CONVBWD_DECLARE_TIER_ROW_KERNELS(ns)                                                                  \
   namespace convbwd::detail::ns {                                                                           \
-  void f32_gemm_##gemm_shape##_gather(const MicroArgs&);                                                    \
-  void f32_gemm_##gemm_shape##_strided(const MicroArgs&);                                                   \
   void to_channels_last(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,         \
                         int64_t cstride, int64_t wstride, int64_t nc, int64_t nw, float* dst, int64_t pitch); \
   void store_row(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);     \
   bool any_nonfinite(const float* p, int64_t n);                                                            \
   void depthwise_task(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch); \
-  unsigned depthwise_cl_task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task,     \
-                             float* scratch);                                                               \
-  bool depthwise_cl_fused(const DwClFusedPlan& p, const void* dy, const void* x, const void* w,            \
-                          void* const* dst, int64_t block, float* scratch);                                 \
   void bias_task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);               \
   }
 
-// A tier's config from its namespace's kernels.
+// The channel-blocked depthwise kernels (depthwise_cl8: kDwClLanes channels).
+#define CONVBWD_DECLARE_TIER_DWCL_KERNELS(ns)                                                            \
+  namespace convbwd::detail::ns {                                                                      \
+  unsigned depthwise_cl_task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, \
+                             float* scratch);                                                          \
+  bool depthwise_cl_fused(const DwClFusedPlan& p, const void* dy, const void* x, const void* w,       \
+                          void* const* dst, int64_t block, float* scratch);                            \
+  }
+
+#define CONVBWD_DECLARE_TIER_KERNELS(ns, gemm_shape) \
+  CONVBWD_DECLARE_TIER_GEMM(ns, gemm_shape)          \
+  CONVBWD_DECLARE_TIER_ROW_KERNELS(ns)               \
+  CONVBWD_DECLARE_TIER_DWCL_KERNELS(ns)
+
+// A tier's config from its namespace's kernels (8-lane depthwise and bias).
 #define CONVBWD_TIER_CONFIG(ns, tier, is_emulated, MR, NR, gemm_shape)                                      \
   ::convbwd::detail::KernelConfig {                                                                         \
     tier, is_emulated,                                                                                      \
         {MR, NR, &ns::f32_gemm_##gemm_shape##_gather, &ns::f32_gemm_##gemm_shape##_strided,                 \
          "f32_gemm_" #gemm_shape "_" #ns},                                                                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
-        {8, &ns::depthwise_task, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}, &ns::bias_task              \
+        {8, &ns::depthwise_task, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}, {8, &ns::bias_task}        \
+  }
+
+// The AVX-512 tier from namespace ns (avx512, or avx512_emu in the tests):
+// 8x32 GEMM tiles (why: kernels/avx512/f32_gemm_avx512.cpp), depthwise_direct
+// and the bias sums at 16 lanes. The channel-blocked depthwise
+// kernels stay AVX2's 8-channel bodies (they run on every AVX-512 CPU): a
+// 16-channel block would halve the blocks of a 96-channel layer (6 of 16
+// instead of 12 of 8) and waste lanes on 24- or 40-channel ones, so it waits
+// for a measurement. Their fused pass sums gradBias in the bias plan's own
+// lane order (DwClFusedPlan::bias_lanes), so it matches this tier's
+// bias_reduce.
+#define CONVBWD_AVX512_TIER_CONFIG(ns, is_emulated)                                                            \
+  ::convbwd::detail::KernelConfig {                                                                            \
+    ::convbwd::detail::Isa::avx512, is_emulated,                                                               \
+        {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns},                  \
+        &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                             \
+        {16, &ns::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, {16, &ns::bias_task}     \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)
 CONVBWD_DECLARE_TIER_KERNELS(avx2, 6x16)
-CONVBWD_DECLARE_TIER_KERNELS(avx512, 8x32)
-CONVBWD_DECLARE_TIER_KERNELS(avx512_emu, 8x32)
+CONVBWD_DECLARE_TIER_GEMM(avx512, 8x32)
+CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 8x32)
+CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512)
+CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)

@@ -10,11 +10,7 @@
 namespace convbwd::detail {
 namespace {
 
-const KernelConfig kAvx512Emulated = {
-    Isa::avx512, true,
-    {8, 32, &avx512_emu::f32_gemm_8x32_gather, &avx512_emu::f32_gemm_8x32_strided, "f32_gemm_8x32_avx512_emu"},
-    &avx2::to_channels_last, &avx2::store_row, &avx2::any_nonfinite,
-    {8, &avx2::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, &avx2::bias_task};
+const KernelConfig kAvx512Emulated = CONVBWD_AVX512_TIER_CONFIG(avx512_emu, true);
 
 const bool kRegistered = [] {
   if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Emulated);

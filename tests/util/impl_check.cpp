@@ -27,15 +27,6 @@ struct Aligned {
 
 }  // namespace
 
-std::vector<Isa> test_isas() {
-  // Every tier with kernels of its own that runs here, natively or emulated
-  // (a tier without them plans the one below it: nothing new to test).
-  std::vector<Isa> v;
-  for (Isa i : detail::kAllIsas)
-    if (detail::kernel_config(i).isa == i) v.push_back(i);
-  return v;
-}
-
 void check_implementation(const std::string& desc, Gradient which, const ImplFor& impl_for, Layout in_layout,
                           Layout out_layout, Fill fill_kind, const std::vector<int>& thread_counts) {
   SCOPED_TRACE(desc + " gradient " + std::to_string(static_cast<int>(which)) + " in " + to_string(in_layout) +
@@ -95,7 +86,7 @@ void check_implementation(const std::string& desc, Gradient which, const ImplFor
   for (Isa isa : test_isas()) {
     std::vector<unsigned char> first;
     for (int threads : thread_counts) {
-      SCOPED_TRACE(std::string("isa ") + std::string(detail::to_string(isa)) + " threads " + std::to_string(threads));
+      SCOPED_TRACE("isa " + tier_name(isa) + " threads " + std::to_string(threads));
       std::string why;
       auto k = impl_for(op.op).plan(op, detail::PlanContext{isa, threads}, &why);
       ASSERT_TRUE(k) << "declined: " << why;

@@ -1,5 +1,5 @@
 // The check every fast-path test runs: one gradient of a descriptor planned
-// directly with a given implementation, on every ISA this CPU has and the
+// directly with a given implementation, on every tier that runs here (test_isas) and the
 // given thread counts (whose bits must be identical), compared with the fp64
 // reference within the one tolerance (exactly, for Fill::small_ints), with
 // canaries around the output view.
@@ -12,11 +12,9 @@
 #include "impl/implementation.hpp"
 #include "runtime/cpu.hpp"
 #include "util/tensor.hpp"
+#include "util/tiers.hpp"
 
 namespace convbwd::test {
-
-// The tiers this machine runs with kernels of their own, native or emulated.
-std::vector<detail::Isa> test_isas();
 
 // Which implementation a test plans for an operation.
 using ImplFor = std::function<const detail::Implementation&(detail::Op)>;

@@ -56,7 +56,9 @@ std::unique_ptr<OpKernel> plan_bias(const OpSpec& op, const PlanContext& ctx, st
     return nullptr;
   }
   const View& a = op.a;
+  const BiasKernels& kernels = kernel_config(ctx.isa).bias;
   BiasPlan p;
+  p.lanes = kernels.lanes;
   p.dtype = a.dtype;
   p.off = a.offset;
   p.channels = a.dims[1];
@@ -79,7 +81,7 @@ std::unique_ptr<OpKernel> plan_bias(const OpSpec& op, const PlanContext& ctx, st
   p.wstride = a.strides[a.rank - 1];
   if (p.wstride == 1 || p.width == 1)
     p.mode = BiasPlan::Mode::rows;
-  else if (p.cstride == 1 && p.channels >= 8)
+  else if (p.cstride == 1 && p.channels >= p.lanes)
     p.mode = BiasPlan::Mode::channels_last;
   else
     p.mode = BiasPlan::Mode::generic;
@@ -90,13 +92,12 @@ std::unique_ptr<OpKernel> plan_bias(const OpSpec& op, const PlanContext& ctx, st
   // layout or the threads.
   const int64_t per_channel = reduction_length(op);
   if (p.channels < 16) p.chunks = std::clamp<int64_t>(per_channel / 65536, 1, std::min<int64_t>(64, p.ext[0]));
-  // Channels per task: 8 contiguous ones per vector (channels_last), 4 side
+  // Channels per task: one vector of contiguous ones (channels_last), 4 side
   // by side (rows), 1 (generic).
-  p.cblock = p.mode == BiasPlan::Mode::channels_last ? 8 : p.mode == BiasPlan::Mode::rows ? 4 : 1;
+  p.cblock = p.mode == BiasPlan::Mode::channels_last ? p.lanes : p.mode == BiasPlan::Mode::rows ? 4 : 1;
   const int64_t units = (p.channels + p.cblock - 1) / p.cblock;
   p.tasks = units * p.chunks;
-  const TaskFn fn = kernel_config(ctx.isa).bias_task;
-  return std::make_unique<BiasKernelOp>(p, fn, std::max(1, ctx.threads));
+  return std::make_unique<BiasKernelOp>(p, kernels.task, std::max(1, ctx.threads));
 }
 
 }  // namespace

@@ -1,50 +1,13 @@
-// Plain data shared by the bias implementation (src/impl/bias) and its per-ISA
-// kernels (src/kernels/<isa>/bias_*): the per-channel sum of gradOutput over N
-// and every spatial position.
+// What other planners may ask of a planned bias_reduce kernel.
 #pragma once
 
-#include <array>
-#include <cstdint>
-
-#include "problem/spec.hpp"
+#include "kernels/bias/bias_plan.hpp"
 
 namespace convbwd::detail {
-
-// The summation order, the same for every memory layout, ISA and thread
-// count: a channel's elements at width index w go to lane w % 8; each lane
-// sums its elements in logical order (n, then depth, height, width); the
-// lanes are added pairwise ((0+1)+(2+3))+((4+5)+(6+7)). With chunks > 1 the
-// N range is split into fixed chunks, each summed that way, and the chunk
-// sums are added in order. Every path below follows exactly this order.
-struct BiasPlan {
-  enum class Mode {
-    rows,           // width contiguous: one 8-lane vector per 8 widths
-    channels_last,  // channels contiguous: 8 channels x 8 lanes per block
-    generic,        // anything else: element by element into 8 lanes
-  };
-  Mode mode = Mode::generic;
-  DataType dtype = DataType::f32;  // gradOutput
-  int64_t off = 0;
-  int64_t channels = 0, cstride = 0;
-  // Outer dims N, depth, height (extent-1 dims dropped: they do not change
-  // the order), outermost first; no = their count (N always first).
-  int no = 1;
-  std::array<int64_t, 3> ext{1, 1, 1}, str{0, 0, 0};
-  int64_t width = 1, wstride = 0;
-  int64_t chunks = 1;  // of N (ext[0])
-  int64_t cblock = 8;  // channels per task (8 channels_last, 4 rows, 1 generic)
-  int64_t tasks = 0;
-  DataType out_dtype = DataType::f32;
-  int64_t out_off = 0, out_stride = 1;
-};
 
 class OpKernel;
 // The plan of a bias_reduce kernel (null for any other kernel): what a fused
 // pass that also sums gradOutput must match (src/impl/depthwise).
 const BiasPlan* bias_plan_of(const OpKernel&);
-
-// One task of a bias plan. With chunks > 1 the task writes the fp32 sums of
-// its channels over its chunk to partials[channel * chunks + chunk] and the
-// caller adds them up; otherwise it rounds the sums into dst.
 
 }  // namespace convbwd::detail

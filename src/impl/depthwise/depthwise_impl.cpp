@@ -1,7 +1,7 @@
 // Direct kernels for grouped convolutions whose groups are small (depthwise
 // C = K = 1 above all, and e.g. ResNeXt's 8 channels per group), where a GEMM
 // has nothing to block over. Planning sizes the per-thread scratch and picks
-// the ISA's kernel; the kernels live in depthwise_kernel.hpp.
+// the ISA's kernel; the kernels live in src/kernels/depthwise/.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -10,8 +10,8 @@
 
 #include "kernels/config.hpp"
 #include "impl/bias/bias_plan.hpp"
-#include "impl/depthwise/depthwise_cl.hpp"
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_cl_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
 #include "impl/nonfinite/nonfinite.hpp"
 #include "impl/operand_access.hpp"
@@ -35,13 +35,13 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
 
 void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
                                      int64_t n, OperandRounding rounding, float* out) {
-  std::fill(out, out + dw_round_up(n, kDwLanes) * kDwLanes, 0.0f);
-  float v[kDwLanes];
-  for (int64_t j = 0; j < n; j += kDwLanes) {
-    const int64_t cnt = std::min(kDwLanes, n - j);
+  std::fill(out, out + dw_round_up(n, kDwClLanes) * kDwClLanes, 0.0f);
+  float v[kDwClLanes];
+  for (int64_t j = 0; j < n; j += kDwClLanes) {
+    const int64_t cnt = std::min(kDwClLanes, n - j);
     for (int64_t c = 0; c < nv; ++c) {
       dw_load_row_generic(base, dt, rows[c] + j * stride, stride, cnt, rounding, v);
-      for (int64_t i = 0; i < cnt; ++i) out[(j + i) * kDwLanes + c] = v[i];
+      for (int64_t i = 0; i < cnt; ++i) out[(j + i) * kDwClLanes + c] = v[i];
     }
   }
 }
@@ -171,7 +171,10 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   p.b = view_of(op.b, sp);
   p.dst = view_of(op.dst, sp);
 
-  const int64_t W = kDwLanes;
+  // The tier's vector width: the kernels tile rows by it.
+  const DepthwiseKernels& kernels = kernel_config(ctx.isa).depthwise;
+  const int64_t W = kernels.lanes;
+  p.lanes = W;
   const int64_t ks = p.kd * p.kh * p.kw;
   p.yw_pad = dw_round_up(p.yw, W);
   p.amax = (p.kw - 1) * p.dw / p.sw;
@@ -253,8 +256,7 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
            " bytes exceeds the workspace budget";
     return nullptr;
   }
-  const TaskFn fn = kernel_config(ctx.isa).depthwise.task;
-  return std::make_unique<DepthwiseKernel>(p, fn, threads);
+  return std::make_unique<DepthwiseKernel>(p, kernels.task, threads);
 }
 
 using ClTaskFn = unsigned (*)(const DwClPlan&, const void*, const void*, void*, int64_t, float*);
@@ -335,12 +337,12 @@ class DepthwiseClFusedKernel final : public FusedKernel {
 constexpr int64_t kClMinGroup = 6;
 
 // Channel-blocked plan for depthwise and small-group layers (see
-// depthwise_cl.hpp).
+// kernels/depthwise/depthwise_cl_plan.hpp).
 std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
   const bool grouped = !(g.c == 1 && g.k == 1);
-  if (grouped && !(g.c >= kClMinGroup && g.c <= kDwLanes && g.k >= kClMinGroup && g.k <= kDwLanes)) {
+  if (grouped && !(g.c >= kClMinGroup && g.c <= kDwClLanes && g.k >= kClMinGroup && g.k <= kDwClLanes)) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
            " channels; this path takes one channel per group, or 6 to 8 on each side";
     return nullptr;
@@ -370,7 +372,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   p.rounding = op.rounding;
   p.n = g.n;
   p.groups = g.groups;
-  p.blocks = grouped ? g.groups : (g.groups + kDwLanes - 1) / kDwLanes;
+  p.blocks = grouped ? g.groups : (g.groups + kDwClLanes - 1) / kDwClLanes;
   p.grouped = grouped;
   p.cg = g.c;
   p.kg = g.k;
@@ -404,7 +406,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   p.a = view_of(op.a, sp);
   p.b = view_of(op.b, sp);
   p.dst = view_of(op.dst, sp);
-  const int64_t W = kDwLanes;
+  const int64_t W = kDwClLanes;
   p.yw8 = dw_round_up(p.yw, W);
   p.xw8 = dw_round_up(p.xw, W);
   // Padded extent of x read by the taps: (y-1)*s + (k-1)*d + 1.
@@ -532,6 +534,7 @@ std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKer
   if (const BiasPlan* b = bias ? bias_plan_of(*bias) : nullptr;
       b && b->chunks == 1 && b->dtype == pd.a.dtype && pd.rounding == OperandRounding::none) {
     p.bias = true;
+    p.bias_lanes = b->lanes;
     p.bias_out.dtype = b->out_dtype;
     p.bias_out.off = b->out_off;
     p.bias_out.sw = b->out_stride;

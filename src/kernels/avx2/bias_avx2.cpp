@@ -1,7 +1,7 @@
 // The gradBias channel sums on AVX2+F16C.
 #include "kernels/tier_kernels.hpp"
 #include "kernels/avx2/depthwise_simd_avx2.hpp"
-#include "impl/bias/bias_kernel.hpp"
+#include "kernels/bias/bias_kernel.hpp"
 
 namespace convbwd::detail {
 

@@ -1,8 +1,8 @@
 // The depthwise/grouped direct kernels on AVX2+FMA+F16C.
 #include "kernels/tier_kernels.hpp"
 #include "kernels/avx2/depthwise_simd_avx2.hpp"
-#include "impl/depthwise/depthwise_kernel.hpp"
-#include "impl/depthwise/depthwise_cl_kernel.hpp"
+#include "kernels/depthwise/depthwise_kernel.hpp"
+#include "kernels/depthwise/depthwise_cl_kernel.hpp"
 
 namespace convbwd::detail {
 

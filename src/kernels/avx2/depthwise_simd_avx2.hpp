@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
 #include "kernels/avx2/transpose8_avx2.hpp"
@@ -23,7 +23,6 @@ namespace {
 struct VecAvx2 {
   using R = __m256;
   static constexpr int64_t W = 8;
-  static_assert(W == kDwLanes);
 
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   static bool any_nonfinite(const float* p, int64_t n) { return avx2::any_nonfinite(p, n); }

@@ -14,7 +14,16 @@
 
 namespace convbwd::detail::avx2 {
 
-inline __m256 f16x8_to_float(__m128i h) { return _mm256_cvtph_ps(h); }
+// F16C quiets a signaling NaN (sets fp32 bit 22); f16_to_float keeps the
+// payload as it is, so a NaN lane takes bit 22 from the input's bit 9.
+inline __m256 f16x8_to_float(__m128i h) {
+  const __m256 v = _mm256_cvtph_ps(h);
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  const __m256i quiet_in = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 13);
+  const __m256 clear = _mm256_and_ps(
+      nan, _mm256_castsi256_ps(_mm256_andnot_si256(quiet_in, _mm256_set1_epi32(0x00400000))));
+  return _mm256_andnot_ps(clear, v);
+}
 
 inline __m256 bf16x8_to_float(__m128i h) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -48,8 +57,9 @@ inline __m256 round_to_hf32x8(__m256 v) {
   return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
 }
 
-// round_to_fp16 through F16C.
-inline __m256 round_to_fp16x8(__m256 v) { return f16x8_to_float(float_to_f16x8(v)); }
+// round_to_fp16 through F16C (the encoded NaNs are quiet, so the plain
+// decode gives f16_to_float's bits).
+inline __m256 round_to_fp16x8(__m256 v) { return _mm256_cvtph_ps(float_to_f16x8(v)); }
 
 // The first n (< 8) elements of dtype T (f32, bf16, f16) at base[i..] as
 // fp32, the other lanes +0; never touches memory past element i + n - 1.

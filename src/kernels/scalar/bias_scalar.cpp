@@ -1,7 +1,7 @@
 // The gradBias channel sums in portable C++.
 #include "kernels/tier_kernels.hpp"
 #include "kernels/scalar/depthwise_simd_scalar.hpp"
-#include "impl/bias/bias_kernel.hpp"
+#include "kernels/bias/bias_kernel.hpp"
 
 namespace convbwd::detail {
 

@@ -1,8 +1,8 @@
 // The depthwise/grouped direct kernels in portable C++.
 #include "kernels/tier_kernels.hpp"
 #include "kernels/scalar/depthwise_simd_scalar.hpp"
-#include "impl/depthwise/depthwise_kernel.hpp"
-#include "impl/depthwise/depthwise_cl_kernel.hpp"
+#include "kernels/depthwise/depthwise_kernel.hpp"
+#include "kernels/depthwise/depthwise_cl_kernel.hpp"
 
 namespace convbwd::detail {
 

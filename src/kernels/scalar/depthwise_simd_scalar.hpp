@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 #include "kernels/any_nonfinite.hpp"
 
 namespace convbwd::detail {
@@ -17,7 +17,6 @@ struct VecScalar {
     float v[8];
   };
   static constexpr int64_t W = 8;
-  static_assert(W == kDwLanes);
 
   static void prefetch(const void* p) { __builtin_prefetch(p, 0, 2); }
   static bool any_nonfinite(const float* p, int64_t n) { return scalar::any_nonfinite(p, n); }

@@ -1,6 +1,7 @@
-// Plain data shared by the depthwise/grouped implementation (src/impl/depthwise)
-// and its per-ISA kernels (src/kernels/<isa>/depthwise_*). Everything here is
-// computed once at plan time; the kernels only read it.
+// The plan of the depthwise/grouped direct kernels (depthwise_kernel.hpp,
+// instantiated per ISA by src/kernels/<isa>/depthwise_*), filled by the
+// planner in src/impl/depthwise. Everything here is computed once at plan
+// time; the kernels only read it.
 #pragma once
 
 #include <array>
@@ -12,15 +13,19 @@
 
 namespace convbwd::detail {
 
-// Vector width in floats the kernels tile by. The same on every ISA (the
-// scalar kernel emulates 8 lanes), so plan-time sizes do not depend on it.
-constexpr int64_t kDwLanes = 8;
 // Widest kernel (taps along the width) the plan tabulates offsets for.
 constexpr int64_t kDwMaxKw = 64;
 // Most (depth, height) kernel taps a plan takes (a stack array per row).
 constexpr int64_t kDwMaxRowTaps = 256;
+// Channels per block of the channel-blocked kernels (depthwise_cl8): eight
+// on every tier, the AVX2 bodies serving the AVX-512 tier too (see
+// kernels/config.cpp).
+constexpr int64_t kDwClLanes = 8;
 
+namespace {
+// In an unnamed namespace: this header is compiled with every tier's flags.
 inline int64_t dw_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+}  // namespace
 
 // A strided 5D view (n or out-channel, channel, d, h, w); missing leading
 // spatial dims have extent 1 and stride 0.
@@ -34,6 +39,9 @@ struct DwView {
 };
 
 struct DwPlan {
+  // Floats per vector of the tier's kernel (KernelConfig::depthwise.lanes):
+  // every row buffer and padded width below is sized by it.
+  int64_t lanes = 8;
   Op op = Op::fwd;
   OperandRounding rounding = OperandRounding::none;
   int64_t n = 0, groups = 0, c = 0, k = 0;
@@ -83,12 +91,10 @@ void dw_zero_nonfinite(float* p, int64_t n);
 // rounding says.
 void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t stride, int64_t n,
                          OperandRounding rounding, float* out);
-// Elements [0, n) of up to 8 rows (row c: base[rows[c] + i*stride], c < nv)
-// as fp32, rounded, channels last: out[j*8 + c] for j < n rounded up to 8;
-// rows c >= nv and elements past n are +0.
+// Elements [0, n) of up to kDwClLanes rows (row c: base[rows[c] + i*stride],
+// c < nv) as fp32, rounded, channels last: out[j*8 + c] for j < n rounded up
+// to 8; rows c >= nv and elements past n are +0.
 void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
                                      int64_t n, OperandRounding rounding, float* out);
-
-// One task of a depthwise/grouped plan; scratch holds p.scratch_floats floats.
 
 }  // namespace convbwd::detail

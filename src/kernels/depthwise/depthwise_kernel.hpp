@@ -1,5 +1,6 @@
-// Direct depthwise/grouped convolution kernels, written once over an 8-lane
-// vector type V (VecAvx2, VecScalar) and instantiated per ISA by
+// Direct depthwise/grouped convolution kernels, written once over a vector
+// type V of V::W lanes (VecScalar and VecAvx2: 8, VecAvx512: 16; the plan is
+// sized for it, DwPlan::lanes) and instantiated per ISA by
 // src/kernels/<isa>/depthwise_<isa>.cpp. Include only from those files, after
 // the header defining V.
 //
@@ -13,11 +14,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/tier_kernels.hpp"
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
 // memory (GCC -O2 does not unroll them by itself).
@@ -47,7 +49,7 @@ template <class V>
 struct DwKernel {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
-  static constexpr int kMaxBlock = 8;  // accumulators per row block (of 16 ymm)
+  static constexpr int kMaxBlock = 8;  // accumulators per row block (of 16 ymm; zmm: 32)
 
   // Loads one row of `count` elements from a view into out (fp32, rounded).
   static void load_row(const void* base, const DwView& v, int64_t off, int64_t count, OperandRounding rnd,
@@ -367,7 +369,7 @@ struct DwKernel {
   }
 
   // ---- bwd_weights: dw[k][c][r] = sum_{n, o} dy[k][o] x[c][o*s - p + r*d] --
-  // Lane l of an accumulator sums columns o = l (mod 8), over n, then rows,
+  // Lane l of an accumulator sums columns o = l (mod W), over n, then rows,
   // then columns; the lanes are added in a fixed order at the end.
 
   // Taps rw0 .. rw0+NR-1 of one (rd, rh) over dy rows oh in [oh0, oh1).
@@ -563,6 +565,7 @@ struct DwKernel {
 #undef CONVBWD_DW_DISPATCH
 
   static void task(const DwPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {
+    assert(p.lanes == W && "the plan was sized for another tier's vectors");
     switch (p.op) {
       case Op::fwd: fwd(p, a, b, dst, t, s); return;
       case Op::bwd_data: bwd_data(p, a, b, dst, t, s); return;

@@ -1,19 +1,22 @@
-// The per-channel sum of gradOutput, written once over an 8-lane vector type V
-// and instantiated per ISA by src/kernels/<isa>/bias_<isa>.cpp. Include only
-// from those files, after the header defining V.
+// The per-channel sum of gradOutput, written once over a vector type V of
+// V::W = 8 or 16 lanes and instantiated per ISA by
+// src/kernels/<isa>/bias_<isa>.cpp. Include only from those files, after the
+// header defining V.
 //
-// Every path sums in the one order BiasPlan describes (lane = width % 8), in
+// Every path sums in the one order BiasPlan describes (lane = width % W), in
 // fp32, and rounds once into the output dtype, so the bits depend neither on
-// the memory layout nor on the thread count nor on the ISA (V only adds).
-// Lanes that get no element stay +0, and adding +0 to a sum that started at
-// +0 changes nothing, so padding a row's tail with zeros is exact.
+// the memory layout nor on the thread count (V only adds; tiers of equal W
+// give equal bits). Lanes that get no element stay +0, and adding +0 to a sum
+// that started at +0 changes nothing, so padding a row's tail with zeros is
+// exact.
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 
-#include "impl/bias/bias_plan.hpp"
+#include "kernels/bias/bias_plan.hpp"
 #include "numeric/float_formats.hpp"
 
 namespace convbwd::detail {
@@ -23,8 +26,16 @@ template <class V>
 struct BiasKernel {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
+  static_assert(W == 8 || W == 16);
 
-  static float lanes_sum(const float* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+  // The lanes added pairwise, halves first (BiasPlan).
+  static float sum8(const float* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+  static float lanes_sum(const float* l) {
+    if constexpr (W == 8)
+      return sum8(l);
+    else
+      return sum8(l) + sum8(l + 8);
+  }
 
   // Calls f(offset) for the start of every width row of chunk `chunk`, in
   // logical order (n, then the other outer dims).
@@ -46,9 +57,9 @@ struct BiasKernel {
 
   // One channel, element by element.
   static float channel_generic(const BiasPlan& p, const void* a, int64_t ch, int64_t chunk) {
-    float lane[8] = {};
+    float lane[W] = {};
     for_rows(p, chunk, p.off + ch * p.cstride, [&](int64_t at) {
-      for (int64_t w = 0; w < p.width; ++w) lane[w % 8] += load_as_float(a, at + w * p.wstride, p.dtype);
+      for (int64_t w = 0; w < p.width; ++w) lane[w % W] += load_as_float(a, at + w * p.wstride, p.dtype);
     });
     return lanes_sum(lane);
   }
@@ -67,28 +78,30 @@ struct BiasKernel {
         for (int c = 0; c < NC; ++c) acc[c] = V::add(acc[c], V::from_partial(a, p.dtype, at + c * p.cstride + full, tail));
     });
     for (int c = 0; c < NC; ++c) {
-      alignas(32) float l[8];
+      alignas(64) float l[W];
       V::store(l, acc[c]);
       out[c] = lanes_sum(l);
     }
   }
 
-  // Eight contiguous channels [c0, c0 + 8): acc[l] holds lane l of each.
+  // W contiguous channels [c0, c0 + W): acc[l] holds lane l of each.
   static void block_channels_last(const BiasPlan& p, const void* a, int64_t c0, int64_t chunk, float* out) {
-    R acc[8];
+    R acc[W];
     for (R& r : acc) r = V::zero();
     for_rows(p, chunk, p.off + c0, [&](int64_t at) {
-      for (int64_t w = 0; w < p.width; ++w) acc[w % 8] = V::add(acc[w % 8], V::from(a, p.dtype, at + w * p.wstride));
+      for (int64_t w = 0; w < p.width; ++w) acc[w % W] = V::add(acc[w % W], V::from(a, p.dtype, at + w * p.wstride));
     });
-    alignas(32) float l[8][8];
-    for (int i = 0; i < 8; ++i) V::store(l[i], acc[i]);
-    for (int c = 0; c < 8; ++c) {
-      const float lane[8] = {l[0][c], l[1][c], l[2][c], l[3][c], l[4][c], l[5][c], l[6][c], l[7][c]};
+    alignas(64) float l[W][W];
+    for (int i = 0; i < W; ++i) V::store(l[i], acc[i]);
+    for (int c = 0; c < W; ++c) {
+      float lane[W];
+      for (int i = 0; i < W; ++i) lane[i] = l[i][c];
       out[c] = lanes_sum(lane);
     }
   }
 
   static void task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t t) {
+    assert(p.lanes == W && "the plan was sized for another tier's vectors");
     const int64_t unit = t / p.chunks, chunk = t % p.chunks;
     auto put = [&](int64_t ch, float s) {
       if (p.chunks > 1)
@@ -99,7 +112,7 @@ struct BiasKernel {
     if (p.mode == BiasPlan::Mode::channels_last) {
       const int64_t c0 = unit * p.cblock;
       if (c0 + p.cblock <= p.channels) {
-        float sums[8];
+        float sums[W];
         block_channels_last(p, a, c0, chunk, sums);
         for (int64_t c = 0; c < p.cblock; ++c) put(c0 + c, sums[c]);
       } else {

@@ -1,5 +1,5 @@
-// Channel-blocked depthwise kernels (plan: depthwise_cl.hpp), written once
-// over an 8-lane vector type V and instantiated per ISA by
+// Channel-blocked depthwise kernels (plan: depthwise_cl_plan.hpp), written
+// once over an 8-lane vector type V and instantiated per ISA by
 // src/kernels/<isa>/depthwise_<isa>.cpp. Include only from those files.
 //
 // Lane l of every vector is group 8*block + l. A task converts the rows it
@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "kernels/tier_kernels.hpp"
-#include "impl/depthwise/depthwise_cl.hpp"
+#include "kernels/depthwise/depthwise_cl_plan.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
 // memory (GCC -O2 does not unroll them by itself).
@@ -30,7 +30,7 @@ template <class V>
 struct DwClKernel {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
-  static_assert(W == 8);
+  static_assert(W == kDwClLanes);
 
   static void load_row(const void* base, const DwView& v, int64_t off, int64_t count, OperandRounding rnd,
                        float* out) {
@@ -681,7 +681,7 @@ struct DwClKernel {
     const DwClPlan& pw = p.weights;
     float* const sd = scratch;
     float* const sw = sd + pd.scratch_floats;
-    float* const lanes = sw + pw.scratch_floats;  // gradBias: 8 vectors, lane = channel
+    float* const lanes = sw + pw.scratch_floats;  // gradBias: bias_lanes vectors, lane = channel
     const Chans ch = chans(pd, bk);
     const WChans wc = weight_chans(pw, bk);
     float* in = sd + pd.off_in;
@@ -689,22 +689,29 @@ struct DwClKernel {
     float* xbuf = sw + pw.off_in;
     float* acc = sw + pw.off_acc;
     std::memset(acc, 0, static_cast<size_t>(weight_acc_floats(pw)) * sizeof(float));
-    std::memset(lanes, 0, static_cast<size_t>(W * W) * sizeof(float));
+    std::memset(lanes, 0, static_cast<size_t>(p.bias_lanes * W) * sizeof(float));
     bool nonfinite = pack_weights(pd, w, bk, ch, wpk, sd);
     const YPlane y{in + ((pd.bd * pd.lh + pd.bh) * pd.rw + pd.bw) * W, pd.lh * pd.rw * W, pd.rw * W};
     for (int64_t n = 0; n < pd.n; ++n) {
       nonfinite |= pack_plane(pd, dy, pd.a, n, ch.in0, ch.nin, in);
       bwd_data_rows(pd, dy, dst[0], n, ch, in, wpk, sd, (n + 1) * pd.blocks + bk);
-      if (p.bias) bias_image(pd, y, lanes);
+      if (p.bias && p.bias_lanes == 16)
+        bias_image<16>(pd, y, lanes);
+      else if (p.bias)
+        bias_image<8>(pd, y, lanes);
       nonfinite |= pack_plane(pw, x, pw.b, n, wc.x0, wc.nx, xbuf);
       weights_image(pw, dy, x, n, wc, xbuf, y, acc);
     }
     store_weights(pw, dst[1], bk, acc, sw + pw.off_tmp);
     if (p.bias) {
-      R l[8];
-      CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) l[j] = V::load(lanes + j * W);
-      const R sum =
-          V::add(V::add(V::add(l[0], l[1]), V::add(l[2], l[3])), V::add(V::add(l[4], l[5]), V::add(l[6], l[7])));
+      // The lane vectors added as bias_reduce adds its lanes: pairwise,
+      // halves first.
+      auto sum8 = [&](const float* at) {
+        R l[8];
+        CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) l[j] = V::load(at + j * W);
+        return V::add(V::add(V::add(l[0], l[1]), V::add(l[2], l[3])), V::add(V::add(l[4], l[5]), V::add(l[6], l[7])));
+      };
+      const R sum = p.bias_lanes == 16 ? V::add(sum8(lanes), sum8(lanes + 8 * W)) : sum8(lanes);
       float* vals = sw + pw.off_tmp;
       V::store(vals, sum);
       store_row(vals, ch.nin, dst[2], p.bias_out, p.bias_out.off + ch.in0 * p.bias_out.sw);
@@ -712,20 +719,22 @@ struct DwClKernel {
     return nonfinite;
   }
 
-  // Adds image n's dy values into the 8 lane vectors of gradBias: the value
-  // at width o into vector o % 8, rows in (d, h) order, as bias_reduce sums.
+  // Adds image n's dy values into the L lane vectors of gradBias: the value
+  // at width o into vector o % L, rows in (d, h) order, as bias_reduce sums
+  // (L = its plan's lanes).
+  template <int L>
   static void bias_image(const DwClPlan& pd, const YPlane& y, float* lanes) {
-    R l[8];
-    CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) l[j] = V::load(lanes + j * W);
+    R l[L];
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < L; ++j) l[j] = V::load(lanes + j * W);
     for (int64_t od = 0; od < pd.yd; ++od)
       for (int64_t oh = 0; oh < pd.yh; ++oh) {
         const float* yr = y.base + od * y.plane + oh * y.row;
         int64_t o = 0;
-        for (; o + 8 <= pd.yw; o += 8)
-          CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) l[j] = V::add(l[j], V::load(yr + (o + j) * W));
+        for (; o + L <= pd.yw; o += L)
+          CONVBWD_DWCL_UNROLL for (int j = 0; j < L; ++j) l[j] = V::add(l[j], V::load(yr + (o + j) * W));
         for (int j = 0; o < pd.yw; ++o, ++j) l[j] = V::add(l[j], V::load(yr + o * W));
       }
-    CONVBWD_DWCL_UNROLL for (int j = 0; j < 8; ++j) V::store(lanes + j * W, l[j]);
+    CONVBWD_DWCL_UNROLL for (int j = 0; j < L; ++j) V::store(lanes + j * W, l[j]);
   }
 
   // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw8][lane], unpadded.

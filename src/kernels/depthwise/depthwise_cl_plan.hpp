@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "impl/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
 
 namespace convbwd::detail {
 
@@ -61,7 +61,7 @@ struct DwClPlan {
   size_t off_in = 0, off_y = 0, off_w = 0, off_row = 0, off_tmp = 0, off_acc = 0, off_plane = 0, off_wtmp = 0;
 };
 
-// One task; scratch holds p.scratch_floats floats. Returns 0, or with
+// A task (KernelConfig::depthwise.cl_task) returns 0, or with
 // p.report_nonfinite the operands in which it read a NaN or +-Inf.
 constexpr unsigned kNonfiniteA = 1, kNonfiniteB = 2;
 
@@ -69,16 +69,18 @@ constexpr unsigned kNonfiniteA = 1, kNonfiniteB = 2;
 // bwd_weights plans, both reporting NaN/Inf, and optionally gradBias.
 struct DwClFusedPlan {
   DwClPlan data, weights;
-  // Also gradBias, in bias_reduce's order (src/impl/bias/bias_plan.hpp with
-  // one chunk): the element at width w goes to lane w % 8, each lane sums in
-  // (n, d, h, w) order, lanes added ((0+1)+(2+3))+((4+5)+(6+7)).
+  // Also gradBias, in the order of the tier's bias_reduce plan
+  // (kernels/bias/bias_plan.hpp, one chunk): the element at width w goes to
+  // lane w % bias_lanes, each lane sums in (n, d, h, w) order, the lanes are
+  // added pairwise.
   bool bias = false;
-  DwView bias_out;  // off, sw (the channel stride) and dtype of gradBias
-  // Per thread: the data plan's scratch, the weights plan's, 8 lane vectors.
-  size_t scratch_floats() const { return data.scratch_floats + weights.scratch_floats + kDwLanes * kDwLanes; }
+  int64_t bias_lanes = 8;  // BiasPlan::lanes: 8 or 16
+  DwView bias_out;         // off, sw (the channel stride) and dtype of gradBias
+  // Per thread: the data plan's scratch, the weights plan's, bias_lanes
+  // vectors of kDwClLanes channels.
+  size_t scratch_floats() const {
+    return data.scratch_floats + weights.scratch_floats + static_cast<size_t>(bias_lanes * kDwClLanes);
+  }
 };
-
-// Block `block`'s gradients in one pass: dst = gradInput, gradWeight,
-// gradBias (if p.bias). Returns whether it read a NaN or +-Inf.
 
 }  // namespace convbwd::detail

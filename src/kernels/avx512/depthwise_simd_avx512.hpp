@@ -1,0 +1,114 @@
+// The 16-lane vector type the depthwise_direct and bias kernel templates are
+// instantiated with on AVX-512 (DwKernel, BiasKernel: what they ask of V).
+// Only included by files under src/kernels/avx512/, in an unnamed namespace
+// of the tier's own: no inline function compiled with AVX-512 flags can be
+// merged by the linker into code that runs on a lesser CPU.
+#pragma once
+
+#include "kernels/avx512/simd.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/avx512/float_formats_avx512.hpp"
+#include "kernels/depthwise/depthwise_plan.hpp"
+#include "kernels/store_row.hpp"
+#include "kernels/tier_kernels.hpp"
+
+namespace convbwd::detail::CONVBWD_AVX512_NS {
+namespace {
+
+struct VecAvx512 {
+  using R = __m512;
+  static constexpr int64_t W = 16;
+
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+  static R zero() { return _mm512_setzero_ps(); }
+  static R load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
+  static R bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  // Lanes n.. set to +0 (so that an Inf or NaN beyond a row's end never
+  // reaches a sum).
+  static R keep_first(R v, int64_t n) {
+    const auto m = static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
+    return _mm512_maskz_mov_ps(m, v);
+  }
+  // Fixed pairwise order, halves first (lanes 0-7 as VecAvx2::hsum adds
+  // its eight, plus lanes 8-15 alike).
+  static float hsum(R v) {
+    alignas(64) float l[16];
+    _mm512_store_ps(l, v);
+    const auto s8 = [](const float* x) { return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7])); };
+    return s8(l) + s8(l + 8);
+  }
+
+  // out[2i] = a[i], out[2i+1] = b[i] for i < pairs rounded up to 16 (the
+  // buffers have that slack).
+  static void interleave2(const float* a, const float* b, int64_t pairs, float* out) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    for (int64_t i = 0; i < pairs; i += W) {
+      const R x = load(a + i), y = load(b + i);
+      store(out + 2 * i, _mm512_permutex2var_ps(x, lo, y));
+      store(out + 2 * i + W, _mm512_permutex2var_ps(x, hi, y));
+    }
+  }
+
+  // a[i] = in[2i], b[i] = in[2i+1] for i < n; writes nothing past a[n), b[n).
+  static void deinterleave2(const float* in, int64_t n, float* a, float* b) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      const R v0 = load(in + 2 * i), v1 = load(in + 2 * i + W);
+      store(a + i, _mm512_permutex2var_ps(v0, ev, v1));
+      store(b + i, _mm512_permutex2var_ps(v0, od, v1));
+    }
+    for (; i < n; ++i) {
+      a[i] = in[2 * i];
+      b[i] = in[2 * i + 1];
+    }
+  }
+
+  static R from(const void* base, DataType dt, int64_t i) {
+    switch (dt) {
+      case DataType::f16: return load16<DataType::f16>(base, i);
+      case DataType::bf16: return load16<DataType::bf16>(base, i);
+      default: return load16<DataType::f32>(base, i);
+    }
+  }
+
+  // The first n (< 16) elements at base[i..], the other lanes +0; never
+  // touches memory past element i + n - 1.
+  static R from_partial(const void* base, DataType dt, int64_t i, int64_t n) {
+    switch (dt) {
+      case DataType::f16: return load_partial16<DataType::f16>(base, i, n);
+      case DataType::bf16: return load_partial16<DataType::bf16>(base, i, n);
+      default: return load_partial16<DataType::f32>(base, i, n);
+    }
+  }
+
+  // n contiguous elements base[off..off+n) as fp32, rounded.
+  static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
+    if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
+      dw_load_row_generic(base, dt, off, 1, n, rnd, out);
+      return;
+    }
+    int64_t i = 0;
+    for (; i + W <= n; i += W) store(out + i, round16(from(base, dt, off + i), rnd));
+    if (i < n) store_partial16(out + i, round16(from_partial(base, dt, off + i, n - i), rnd), n - i);
+  }
+
+  // Rounds n fp32 values once into dt, stored contiguously at base[off..).
+  static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
+    if (dt == DataType::f32)
+      store_row_f32(in, n, static_cast<float*>(base) + off, 1);
+    else
+      CONVBWD_AVX512_NS::store_row(in, n, base, dt, off, 1);
+  }
+};
+
+}  // namespace
+}  // namespace convbwd::detail::CONVBWD_AVX512_NS
