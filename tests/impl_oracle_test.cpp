@@ -19,55 +19,13 @@
 // differences of util/forward_oracle.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdlib>
-#include <memory>
 #include <random>
 #include <string>
 
-#include "numeric/float_formats.hpp"
-#include "util/backward_oracle.hpp"
-#include "util/tensor.hpp"
+#include "util/oracle_run.hpp"
 
 namespace convbwd::test {
 namespace {
-
-// ConvParams with chainable setters; defaults: stride 1, dilation 1, no
-// padding, one group, normal.
-struct Conv {
-  ConvParams p;
-  Conv(int64_t n, int64_t cin, int64_t cout, std::vector<int64_t> in, std::vector<int64_t> k) {
-    p.spatial = static_cast<int>(in.size());
-    p.n = n;
-    p.cin = cin;
-    p.cout = cout;
-    p.in = std::move(in);
-    p.kernel = std::move(k);
-    const size_t sp = p.in.size();
-    p.stride = p.dilation = std::vector<int64_t>(sp, 1);
-    p.pad_before = p.pad_after = p.output_padding = std::vector<int64_t>(sp, 0);
-  }
-  Conv& stride(std::vector<int64_t> v) { return p.stride = std::move(v), *this; }
-  Conv& dil(std::vector<int64_t> v) { return p.dilation = std::move(v), *this; }
-  Conv& pad(std::vector<int64_t> before, std::vector<int64_t> after) {
-    p.pad_before = std::move(before);
-    p.pad_after = std::move(after);
-    return *this;
-  }
-  Conv& groups(int64_t g) { return p.groups = g, *this; }
-  Conv& transposed(std::vector<int64_t> output_padding) {
-    p.transposed = true;
-    p.output_padding = std::move(output_padding);
-    return *this;
-  }
-  operator ConvParams() const { return p; }
-};
-
-std::string_view base_name(std::string_view impl) { return impl.substr(0, impl.find(':')); }
-
-// The implementation expected for gradInput, gradWeight, gradBias; nullptr:
-// the gradient is not requested.
-using Want = std::array<const char*, 3>;
 
 struct Case {
   ConvParams p;
@@ -76,95 +34,15 @@ struct Case {
   int max_abs = 3;              // operands are integers in [-max_abs, max_abs]
 };
 
-// Significand bits of a dtype: integers up to 2^bits are exact in it.
-int exact_bits(DataType t) {
-  switch (t) {
-    case DataType::f32: return 24;
-    case DataType::f16: return 11;
-    case DataType::bf16: return 8;
-    case DataType::f8e4m3: return 4;
-    case DataType::hif8: return 2;  // tapered: fewer bits at the ends, 2 at least up to 16
-  }
-  return 1;
-}
-
-std::vector<double> values(const HostTensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.elements()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = t.at(static_cast<int64_t>(i));
-  return v;
-}
-
-void check_case(const Case& c, uint64_t seed) {
-  const ConvParams& cp = c.p;
-  Problem prob = cp.to_problem();
-  prob.grad_output.dtype = prob.input.dtype = prob.weight.dtype = c.dt;
-  for (int i = 0; i < 3; ++i) prob.output_mask[static_cast<size_t>(i)] = c.want[static_cast<size_t>(i)] != nullptr;
-  const std::string where = prob.descriptor() + " (" + cp.to_string() + ")";
-  SCOPED_TRACE(where);
-
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> ints(-c.max_abs, c.max_abs);
-  HostTensor go = make_tensor(c.dt, prob.grad_output.dims, Layout::contiguous);
-  HostTensor in = make_tensor(c.dt, prob.input.dims, Layout::contiguous);
-  HostTensor w = make_tensor(c.dt, prob.weight.dims, Layout::contiguous);
-  for (HostTensor* t : {&go, &in, &w})
-    for (int64_t i = 0; i < t->elements(); ++i) detail::store_from_double(t->data(), i, c.dt, ints(rng));
-  prob.grad_output = go.desc;
-  prob.input = in.desc;
-  prob.weight = w.desc;
-  HostTensor outs[3];
-  TensorDesc* out_desc[3] = {&prob.grad_input, &prob.grad_weight, &prob.grad_bias};
-  for (int i = 0; i < 3; ++i) {
-    if (!prob.output_mask[static_cast<size_t>(i)]) continue;
-    const auto g = static_cast<Gradient>(i);
-    outs[i] = make_tensor(prob.gradient_dtype(g), prob.gradient_dims(g), Layout::contiguous);
-    *out_desc[i] = outs[i].desc;
-  }
-
-  auto plan = Plan::create(prob);
-  ASSERT_TRUE(plan) << plan.error().message;
-  const char* const names[3] = {"gradInput", "gradWeight", "gradBias"};
-  for (int i = 0; i < 3; ++i) {
-    if (!c.want[static_cast<size_t>(i)]) continue;
-    EXPECT_EQ(std::string(base_name(plan->implementation(static_cast<Gradient>(i)))),
-              std::string(c.want[static_cast<size_t>(i)]))
-        << names[i] << " went to another implementation: this case no longer tests the one it names";
-  }
-  const size_t ws_bytes = plan->workspace_size();
-  std::unique_ptr<unsigned char, decltype(&std::free)> ws(
-      static_cast<unsigned char*>(ws_bytes ? std::aligned_alloc(64, (ws_bytes + 63) / 64 * 64) : nullptr),
-      &std::free);
-  const Error e = plan->execute({go.data(), in.data(), w.data(), outs[0].data(), outs[1].data(), outs[2].data()},
-                                ws.get(), ws_bytes);
-  ASSERT_FALSE(e) << e.message;
-
-  const OracleGradients want = backward(cp, values(go), values(in), values(w));
-  const std::vector<double>* wanted[3] = {&want.input, &want.weight, &want.bias};
-  for (int i = 0; i < 3; ++i) {
-    if (!prob.output_mask[static_cast<size_t>(i)]) continue;
-    const HostTensor& got = outs[i];
-    const std::vector<double>& ref = *wanted[i];
-    ASSERT_EQ(got.elements(), static_cast<int64_t>(ref.size())) << names[i];
-    const double exact_limit = std::ldexp(1.0, exact_bits(got.desc.dtype));
-    int failures = 0;
-    for (size_t j = 0; j < ref.size() && failures < 5; ++j) {
-      // A case whose sums leave the dtype's exact integers is a badly chosen
-      // case, not a library bug: say so.
-      ASSERT_LE(std::fabs(ref[j]), exact_limit) << names[i] << "[" << j << "]: the case's sums are too large to be exact";
-      const double g = got.at(static_cast<int64_t>(j));
-      if (g != ref[j]) {
-        ++failures;
-        ADD_FAILURE() << names[i] << "[" << j << "]: library " << g << ", oracle " << ref[j] << " ("
-                      << plan->implementation(static_cast<Gradient>(i)) << ")";
-      }
-    }
-  }
-}
-
 void check_all(const std::vector<Case>& cases) {
   uint64_t seed = 1;
   for (const Case& c : cases) {
-    check_case(c, ++seed);
+    OracleCase oc;
+    oc.p = c.p;
+    oc.want = c.want;
+    oc.dt = c.dt;
+    oc.max_abs = c.max_abs;
+    check_against_oracle(oc, ++seed);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
