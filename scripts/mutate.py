@@ -85,10 +85,10 @@ MUTANTS = [
      "const int64_t rows = std::min<int64_t>(kMr, np - pt);",
      "const int64_t rows = std::min<int64_t>(kMr, np - pt) - (np - pt < kMr && np - pt > 1);",
      "the small-channel data gradient leaves the last pixel of a short tile tail out"),
-    ("gemm_wgrad_tile_tail_column", "src/impl/gemm/gather_conv.cpp",
+    ("gemm_gather_tail_tile_extra_row", "src/impl/gemm/gather_conv.cpp",
      "row_count[j] = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0));",
      "row_count[j] = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0 + 1));",
-     "the implicit GEMM reads one pixel past the end of a batch's last row tile"),
+     "the implicit GEMM (forward, phase data gradient) stores a row past a batch's last pixel"),
     ("planner_no_relaxed_budget", "src/plan/plan.cpp",
      "if (is_reference(p.impl) && ctx.budget_scale == 1) {",
      "if (false && is_reference(p.impl) && ctx.budget_scale == 1) {",
@@ -142,7 +142,7 @@ def copy_tree(dst):
         # Unchanged files keep their mtime, so a rerun rebuilds only what changed.
         if os.path.exists(target) and open(target, "rb").read() == open(src, "rb").read():
             continue
-        shutil.copy2(src, target)
+        shutil.copy(src, target)  # a fresh mtime, so the build sees the change
 
 
 def ctest(build, log, scalar):

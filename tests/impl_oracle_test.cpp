@@ -161,6 +161,9 @@ TEST(ImplOracle, PlanarOneByOne) {
   check_all({
       {Conv(2, 20, 24, {9, 8}, {1, 1}), {"gemm_dgrad_1x1_nchw", "gemm_wgrad_1x1_nchw", kBias}},
       {Conv(3, 19, 17, {70}, {1}), {"gemm_dgrad_1x1_nchw", "gemm_wgrad_1x1_nchw", kBias}},
+      // Images of more than 256 pixels: the weight gradient sums chunk by
+      // chunk across images instead of in one pass.
+      {Conv(2, 17, 18, {300}, {1}), {"gemm_dgrad_1x1_nchw", "gemm_wgrad_1x1_nchw", kBias}},
       {Conv(1, 17, 21, {4, 4, 5}, {1, 1, 1}), {"gemm_dgrad_1x1_nchw", "gemm_wgrad_1x1_nchw", kBias}},
       {Conv(2, 24, 18, {8, 9}, {1, 1}).transposed({0, 0}), {"gemm_fwd_1x1_nchw", "gemm_wgrad_1x1_nchw", kBias}},
       {Conv(2, 32, 40, {66}, {1}).groups(2).transposed({0}), {"gemm_fwd_1x1_nchw", "gemm_wgrad_1x1_nchw", kBias}},

@@ -125,7 +125,7 @@ int small_int(std::mt19937_64& rng) { return std::uniform_int_distribution<int>(
 struct Mode {
   const char* name;
   MathMode math;
-  OperandRounding round;
+  RoundOperand round;
   int bits;  // of the format whose ties the data straddles
 };
 

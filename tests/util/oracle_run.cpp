@@ -60,7 +60,7 @@ std::vector<double> values(const HostTensor& t) {
 
 }  // namespace
 
-void check_against_oracle(const OracleCase& c, uint64_t seed, const ValueGen& gen, OperandRounding round) {
+void check_against_oracle(const OracleCase& c, uint64_t seed, const ValueGen& gen, RoundOperand round_operand) {
   const ConvParams& cp = c.p;
   Problem prob = cp.to_problem();
   prob.grad_output.dtype = prob.input.dtype = prob.weight.dtype = c.dt;
@@ -110,7 +110,7 @@ void check_against_oracle(const OracleCase& c, uint64_t seed, const ValueGen& ge
   std::vector<double> v[3];
   for (int t = 0; t < 3; ++t) {
     v[t] = values(ops[t]);
-    for (double& x : v[t]) x = round(x);
+    for (double& x : v[t]) x = round_operand(x);
   }
   OracleGradients want = backward(cp, v[0], v[1], v[2]);
   want.bias = backward(cp, values(ops[0]), v[1], v[2]).bias;  // unrounded

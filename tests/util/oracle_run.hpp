@@ -34,14 +34,14 @@ struct OracleCase {
 using ValueGen = std::function<double(int which, std::mt19937_64& rng)>;
 // What the oracle applies to each operand value before it multiplies (the
 // bias sum takes gradOutput unrounded: cubeMathType does not apply to it).
-using OperandRounding = double (*)(double);
+using RoundOperand = double (*)(double);
 
 double no_rounding(double v);
 
 // Fails the current test (with the problem's descriptor) on a mismatch.
 // gen empty: integers in [-max_abs, max_abs].
 void check_against_oracle(const OracleCase&, uint64_t seed, const ValueGen& gen = {},
-                          OperandRounding round = no_rounding);
+                          RoundOperand round_operand = no_rounding);
 
 std::string_view base_name(std::string_view implementation);
 
