@@ -157,6 +157,41 @@ def ctest(build, log, scalar):
     return rc, failed_tests(out), secs
 
 
+def write_table(rows, out, planned):
+    """The doc's table of the mutants run so far (rewritten after each)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           stdout=subprocess.PIPE, text=True).stdout.strip()
+    lines = [
+        "# Mutation testing",
+        "",
+        "`scripts/mutate.py` plants one plausible bug at a time in a scratch copy of",
+        "the tree, rebuilds, and runs `ctest` and then the `-L isa` tests with",
+        "`CONVBWD_ISA=scalar` (as `scripts/test.sh` does). Every mutant of its list",
+        "must be caught; when a real bug escapes the suite, add it as a mutant and",
+        "write the test that catches what it breaks. Run on demand, not in CI:",
+        "",
+        "    scripts/mutate.py            # 1-6 minutes per mutant on 2 cores",
+        "    scripts/mutate.py --list",
+        "    scripts/mutate.py --only use_hf32_does_not_round --out -",
+        "",
+        f"Last run: {datetime.date.today().isoformat()}, tree {commit}{' (with uncommitted edits)' if dirty else ''},"
+        f" {len(rows)} of {planned} mutants run, {sum(r[3].startswith('caught') for r in rows)} caught.",
+        "",
+        "| mutant | file | what it breaks | result | caught by (failing tests) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, path, what, result, by, _ in rows:
+        lines.append(f"| `{name}` | `{path}` | {what} | {result} | {by} |")
+    text = "\n".join(lines) + "\n"
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        open(out, "w").write(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scratch", default="/tmp/convbwd-mutate")
@@ -215,44 +250,18 @@ def main():
                     rc, failed, _ = ctest(build, log, scalar)
                     if rc:
                         result = "caught" + (" (scalar rerun)" if scalar else "")
-                        by = ", ".join(failed[:4]) + (f" (+{len(failed) - 4})" if len(failed) > 4 else "")
+                        by = ", ".join(failed[:8]) + (f" and {len(failed) - 8} more" if len(failed) > 8 else "")
                         break
         finally:
             open(target, "w").write(original)
         rows.append((name, path, what, result, by, time.time() - t0))
         print(f"{name}: {result} {by} ({rows[-1][5]:.0f} s)", flush=True)
+        if args.out != "-":
+            write_table(rows, args.out, len(chosen))
     run(["cmake", "--build", build], src, log=log)  # leave the scratch build unmutated
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                           stdout=subprocess.PIPE, text=True).stdout.strip()
-    lines = [
-        "# Mutation testing",
-        "",
-        "`scripts/mutate.py` plants one plausible bug at a time in a scratch copy of",
-        "the tree, rebuilds, and runs `ctest` and then the `-L isa` tests with",
-        "`CONVBWD_ISA=scalar` (as `scripts/test.sh` does). Every mutant of its list",
-        "must be caught; when a real bug escapes the suite, add it as a mutant and",
-        "write the test that catches what it breaks. Run on demand, not in CI:",
-        "",
-        "    scripts/mutate.py            # about 2 minutes per mutant on 2 cores",
-        "    scripts/mutate.py --list",
-        "",
-        f"Last run: {datetime.date.today().isoformat()}, tree {commit}{' (with uncommitted edits)' if dirty else ''},"
-        f" {len(rows)} mutants, {sum(r[3].startswith('caught') for r in rows)} caught.",
-        "",
-        "| mutant | file | what it breaks | result | caught by (first failing tests) |",
-        "|---|---|---|---|---|",
-    ]
-    for name, path, what, result, by, _ in rows:
-        lines.append(f"| `{name}` | `{path}` | {what} | {result} | {by} |")
-    text = "\n".join(lines) + "\n"
-    if args.out == "-":
-        sys.stdout.write(text)
-    else:
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
-        open(args.out, "w").write(text)
+    write_table(rows, args.out, len(chosen))
+    if args.out != "-":
         print("table written to " + args.out)
     return 0 if all(r[3].startswith("caught") for r in rows) else 1
 
