@@ -37,11 +37,12 @@ OracleGradients backward(const ConvParams& p, const std::vector<double>& go, con
     for (int64_t co = 0; co < p.cout; ++co)
       for (int64_t o = 0; o < out_sp; ++o) g.bias[static_cast<size_t>(co)] += go[static_cast<size_t>((n * p.cout + co) * out_sp + o)];
 
-  // Every (image position, kernel tap) pair that meets at a position of the
-  // other side: normal, the output position o reads input o*s - pb + r*d;
-  // transposed, the input position i scatters to output i*s - pb + r*d. The
-  // loops run over the side that is strided (o normal, i transposed) and
-  // skip pairs whose partner falls outside the other side.
+  // Every (position, kernel tap) pair of the side whose positions are
+  // multiplied by the stride, and the position it meets on the other side:
+  // normal, output position o reads input o*s - pb + r*d; transposed, input
+  // position i scatters to output i*s - pb + r*d. Pairs whose partner falls
+  // outside the other side (padding, or cropped) contribute nothing. Each
+  // pair's one product goes into gradInput and gradWeight alike.
   const auto from = p.transposed ? in : out;
   const auto to = p.transposed ? out : in;
   // Channels: normal, group gr has cin/g input and cout/g output channels,
