@@ -115,7 +115,7 @@ def run(cmd, cwd, env=None, timeout=None, log=None):
     return rc, out, time.time() - t0
 
 
-FAILED_RE = re.compile(r"^\s*\d+ - (\S+) \(")
+FAILED_RE = re.compile(r"^\s*\d+ - (\S+)")  # parametrized names are followed by "  # GetParam() = ..."
 
 
 def failed_tests(ctest_out):
