@@ -145,11 +145,13 @@ void check_problem(const ConvParams& cp, DataType dt, Fill fill, uint64_t seed, 
   const char* const names[3] = {"gradInput", "gradWeight", "gradBias"};
   // Products per element, as tolerance() wants them: gradInput sums over
   // Cout/groups channels and the kernel, gradWeight over N and the smaller
-  // (result) side's positions, gradBias over N and gradOutput's positions.
+  // (result) side's positions, gradBias over N and gradOutput's positions
+  // (in bias_reduce's lanes and tree: bias_summation_depth).
   const std::vector<int64_t> ydims = cp.output_dims();
   const int64_t out_sp = product(std::vector<int64_t>(ydims.begin() + 2, ydims.end()));
   const int64_t result_sp = cp.transposed ? product(cp.in) : out_sp;
-  const int64_t lengths[3] = {cp.cout / cp.groups * product(cp.kernel), cp.n * result_sp, cp.n * out_sp};
+  const int64_t lengths[3] = {cp.cout / cp.groups * product(cp.kernel), cp.n * result_sp,
+                              bias_summation_depth(cp.n * out_sp)};
   for (int which = 0; which < 3; ++which) {
     const std::vector<double> want = differences(cp, which, go, x, w, b);
     const std::vector<double> sum_abs = differences(cp, which, go_a, x_a, w_a, b);

@@ -43,23 +43,50 @@ Problem parse(const std::string& d) {
   return r;
 }
 
+// Positive data, compared within the bound of bias_reduce's own summation
+// order (util/tensor's bias_summation_depth): with no cancellation, a lost
+// or doubled partial sum (a lane, a chunk) is an error of at least 1/64 of
+// the sum, which that bound rejects at every length here (see
+// BoundRejectsADroppedPartialSum); mixed signs run too.
 TEST(BiasReduce, AgainstReference) {
   const Layout kLayouts[] = {Layout::contiguous, Layout::channels_last, Layout::padded, Layout::reversed};
   for (const char* s : kShapes)
     for (const char* dt : {"", "_dtf16", "_dtbf16"})
-      for (Layout l : kLayouts) {
-        const std::string desc = std::string(s) + dt;
-        SCOPED_TRACE(desc + " " + to_string(l));
-        const Problem p = parse(desc);
-        auto plan = Plan::create(p);
-        ASSERT_TRUE(plan) << plan.error().message;
-        EXPECT_EQ(impl_base(plan->implementation(Gradient::bias)), "bias_reduce");
-        CheckOptions o;
-        o.in_layout = l;
-        o.out_layout = l == Layout::channels_last ? Layout::contiguous : l;
-        const Comparison c = check_against_reference(p, o);
-        EXPECT_TRUE(c.pass) << c.first_failure;
-      }
+      for (Layout l : kLayouts)
+        for (Fill f : {Fill::positive, Fill::uniform}) {
+          if (f == Fill::uniform && l != Layout::contiguous) continue;
+          const std::string desc = std::string(s) + dt;
+          SCOPED_TRACE(desc + " " + to_string(l) + (f == Fill::positive ? " positive" : " uniform"));
+          const Problem p = parse(desc);
+          auto plan = Plan::create(p);
+          ASSERT_TRUE(plan) << plan.error().message;
+          EXPECT_EQ(impl_base(plan->implementation(Gradient::bias)), "bias_reduce");
+          CheckOptions o;
+          o.in_layout = l;
+          o.out_layout = l == Layout::channels_last ? Layout::contiguous : l;
+          o.fill = f;
+          const Comparison c = check_against_reference(p, o);
+          EXPECT_TRUE(c.pass) << c.first_failure;
+        }
+}
+
+// The bound AgainstReference applies is tight enough for its purpose on
+// every shape: for positive data (each element in [0.5, 1], so the sum ref
+// is between n/2 and n and sum|x| = ref), an error of ref/64, the smallest
+// partial sum bias_reduce can lose (one of at most 64 chunks; a lane is 1/8),
+// is above the tolerance, in every output dtype. The old bound, n instead of
+// the summation depth, passed an all-zero gradBias on the long sums.
+TEST(BiasReduce, BoundRejectsADroppedPartialSum) {
+  for (const char* s : kShapes)
+    for (const char* dt : {"", "_dtf16", "_dtbf16"}) {
+      const Problem p = parse(std::string(s) + dt);
+      auto spec = detail::validate(p);
+      ASSERT_TRUE(spec) << spec.error().message;
+      const detail::OpSpec op = spec->op_for(Gradient::bias);
+      const int64_t n = detail::reduction_length(op);
+      for (double ref : {0.5 * static_cast<double>(n), static_cast<double>(n)})
+        EXPECT_LT(tolerance(op.dst.dtype, ref, ref, summation_depth(op)), ref / 64) << s << dt << " n " << n;
+    }
 }
 
 struct Direct {

@@ -77,16 +77,27 @@ double HostTensor::at(int64_t i) const { return detail::load_as_float(data(), st
 
 void fill(HostTensor& t, Fill kind, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> ints(-3, 3);
-  std::uniform_real_distribution<double> reals(-1.0, 1.0);
+  std::uniform_real_distribution<double> reals(-1.0, 1.0), positive(0.5, 1.0);
   const int64_t n = t.elements();
   for (int64_t i = 0; i < n; ++i) {
-    const double v = kind == Fill::uniform ? reals(rng) : kind == Fill::small_ints ? ints(rng) : ints(rng) * 0x1p-26;
+    const double v = kind == Fill::uniform      ? reals(rng)
+                     : kind == Fill::small_ints ? ints(rng)
+                     : kind == Fill::positive   ? positive(rng)
+                                                : ints(rng) * 0x1p-26;
     detail::store_from_double(t.data(), t.storage_index(i), t.desc.dtype, v);
   }
 }
 
 double tolerance(DataType out, double ref, double sum_abs, int64_t n) {
   return detail::comparison_tolerance(out, ref, sum_abs, n);
+}
+
+// No order chains more than n - 1 additions, so n bounds short sums.
+int64_t bias_summation_depth(int64_t n) { return std::min(n, (n + 7) / 8 + 3 + 64); }
+
+int64_t summation_depth(const detail::OpSpec& op) {
+  const int64_t n = detail::reduction_length(op);
+  return op.op == detail::Op::bias ? bias_summation_depth(n) : n;
 }
 
 namespace {
@@ -192,7 +203,7 @@ Comparison check_against_reference(const Problem& given, const CheckOptions& opt
     detail::OpSpec abs_op = op;
     abs_op.dst = contiguous_view(op.dst, DataType::f32);
     detail::reference_run(abs_op, a_abs, b_abs, sum_abs.data());
-    const int64_t n = detail::reduction_length(op);
+    const int64_t n = summation_depth(op);
     for (int64_t j = 0; j < n_out; ++j) {
       const double want = detail::load_as_float(ref.data(), j, out_dt);
       const double got = out.at(j);

@@ -33,6 +33,8 @@ enum class Fill {
   // makes them 0 (+-2^-26, and +-2^-25 by ties to even) or +-2^-24, so a path
   // that skipped it would be far off; sums stay exact, as with small_ints.
   fp16_subnormals,
+  positive,    // uniform in [0.5, 1]: sums without cancellation, so a dropped
+               // or doubled partial sum moves the result by its own size
 };
 // Whether every sum of products of this fill is exact in fp32 (below 2^24
 // units of its quantum): then fp32 outputs must match the reference exactly.
@@ -58,7 +60,21 @@ void fill(HostTensor& t, Fill kind, std::mt19937_64& rng);
 // The tolerance for one output element: one ulp of the output dtype at |ref|,
 // plus the fp32 accumulation bound n*u*sum|products|, plus the smallest fp16
 // spacing (2^-24) for values that round into subnormals.
+// `reduction_length` is the longest chain of fp32 additions a product goes
+// through in the order the library sums (summation_depth), which for a
+// plain loop is the reduction length.
 double tolerance(DataType out, double ref, double sum_abs_products, int64_t reduction_length);
+
+// That chain for a gradBias sum of n elements per channel, in bias_reduce's
+// documented order (src/impl/bias/bias_plan.hpp, which the fused depthwise
+// pass follows too): 8 lanes each summing at most ceil(n/8) elements, a
+// 3-level pairwise tree over the lanes, and at most 64 chunk sums added in
+// sequence. Bounding by n instead made the bound 6-23 times the answer on
+// long sums, loose enough to pass an all-zero gradBias.
+int64_t bias_summation_depth(int64_t n);
+// The same for any operation: bias_summation_depth for the bias, else the
+// reduction length (the other kernels accumulate each output in sequence).
+int64_t summation_depth(const detail::OpSpec&);
 
 struct Comparison {
   bool pass = true;

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Mutation testing on demand (not part of CI): plants one plausible bug at a
+time in a scratch copy of the tree and asks whether the suite notices.
+
+For each mutant in MUTANTS (file, search text, replacement): the search text
+must occur exactly once in the file; the copy is mutated, rebuilt
+incrementally, and `ctest` runs, then (if nothing failed) the `-L isa` tests
+again with CONVBWD_ISA=scalar, as scripts/test.sh does. A mutant is *caught*
+when a test fails (or the build breaks on purpose-free code: reported apart,
+as it says nothing about the tests). The table of the run goes to
+docs/mutation.md (--out), naming the tests that caught each mutant.
+
+The worktree is never touched: the tracked files (with their uncommitted
+edits) are copied to --scratch (default /tmp/convbwd-mutate), built there
+once, and each mutated file is restored before the next mutant.
+
+    scripts/mutate.py                   # every mutant, table to docs/mutation.md
+    scripts/mutate.py --only dilation_clamp_in_space_of --out -
+    scripts/mutate.py --list
+
+When a real bug escapes the suite, add it here as a mutant, then write the
+test that catches what it breaks.
+"""
+import argparse
+import datetime
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (name, file, search, replacement, what the bug breaks)
+MUTANTS = [
+    # --- the four that survived the audit of issue 20 -------------------------
+    ("dilation_clamp_in_space_of", "src/problem/spec.hpp",
+     "s.d[shift + i] = g.dilation[i];",
+     "s.d[shift + i] = g.dilation[i] > 2 ? 2 : g.dilation[i];",
+     "dilation above 2 wrong in every path that reads Space (GEMMs, small channels, reference alike)"),
+    ("use_hf32_does_not_round", "src/problem/validate.cpp",
+     "s.rounding = OperandRounding::hf32;",
+     "s.rounding = OperandRounding::none;",
+     "cubeMathType 1/3 leave fp32 operands unrounded (reference included)"),
+    ("tolerance_times_1000", "src/numeric/tolerance.hpp",
+     "return 2 * unit_roundoff(out) * std::fabs(ref) +",
+     "return 1000 * unit_roundoff(out) * std::fabs(ref) + 999 * 0x1p-24 * sum_abs_products +",
+     "the comparison accepts errors a thousand times too large"),
+    ("convbwd_isa_scalar_ignored", "src/runtime/cpu.cpp",
+     'if (!std::strcmp(e, "scalar")) want = Isa::scalar;',
+     'if (!std::strcmp(e, "scalar")) want = best;',
+     "the scalar rerun silently runs the best ISA again"),
+    # --- operand rounding --------------------------------------------------------
+    ("use_fp16_does_not_round", "src/problem/validate.cpp",
+     "s.rounding = OperandRounding::fp16;",
+     "s.rounding = OperandRounding::none;",
+     "cubeMathType 2 leaves fp32 operands unrounded (reference included)"),
+    ("avx2_hf32_ties_toward_zero", "src/kernels/avx2/float_formats_avx2.hpp",
+     "_mm256_add_epi32(u, _mm256_set1_epi32(0x800))",
+     "_mm256_add_epi32(u, _mm256_set1_epi32(0x7ff))",
+     "AVX2 HF32 operand rounding breaks ties toward zero instead of away"),
+    ("scalar_hf32_truncates", "src/numeric/float_formats.hpp",
+     "return std::bit_cast<float>((u + 0x800u) & 0xfffff000u);",
+     "return std::bit_cast<float>((u + 0x7ffu) & 0xfffff000u);",
+     "the portable HF32 rounding breaks ties toward zero"),
+    # --- reductions, tails and bounds ------------------------------------------------
+    ("bias_drops_first_chunk", "src/impl/bias/bias_impl.cpp",
+     "for (int64_t i = 0; i < p_.chunks; ++i) s += partials",
+     "for (int64_t i = 1; i < p_.chunks; ++i) s += partials",
+     "a long bias sum loses its first chunk's partial sum"),
+    ("wgrad_1x1_restarts_per_image", "src/impl/gemm/wgrad_1x1.cpp",
+     "ka.accumulate = !one_pass_ && !(n0 == 0 && p0 == 0);",
+     "ka.accumulate = !one_pass_ && !(p0 == 0);",
+     "the planar 1x1 weight gradient forgets earlier images when it takes several passes"),
+    ("fp8_skips_first_column", "src/impl/fp8_direct/fp8_direct_impl.cpp",
+     "if (i2 >= 0 && i2 < x_[2]) *out += wv * lut_a_[x[row + i2 * xs_[2]]];",
+     "if (i2 > 0 && i2 < x_[2]) *out += wv * lut_a_[x[row + i2 * xs_[2]]];",
+     "the fp8 transposed gradInput drops every product of the image's first column"),
+    ("reference_dgrad_ignores_stride_phase", "src/reference/reference.cpp",
+     "if (t < 0 || t % s.s[d] != 0 || t / s.s[d] >= s.y[d]) return;",
+     "if (t < 0 || t / s.s[d] >= s.y[d]) return;",
+     "the reference's data gradient takes taps that fall between strided positions"),
+    ("small_channels_dgrad_short_tail", "src/impl/small_channels/dgrad_columns.cpp",
+     "const int64_t rows = std::min<int64_t>(kMr, np - pt);",
+     "const int64_t rows = std::min<int64_t>(kMr, np - pt) - (np - pt < kMr && np - pt > 1);",
+     "the small-channel data gradient leaves the last pixel of a short tile tail out"),
+    ("gemm_gather_tail_tile_extra_row", "src/impl/gemm/gather_conv.cpp",
+     "row_count[j] = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0));",
+     "row_count[j] = static_cast<int>(std::min<int64_t>(kMr, batch_pixels - px0 + 1));",
+     "the implicit GEMM (forward, phase data gradient) stores a row past a batch's last pixel"),
+    ("planner_no_relaxed_budget", "src/plan/plan.cpp",
+     "if (is_reference(p.impl) && ctx.budget_scale == 1) {",
+     "if (false && is_reference(p.impl) && ctx.budget_scale == 1) {",
+     "a large image falls to the single-threaded reference instead of a fast path"),
+    ("registry_bias_length_drops_batch", "src/impl/registry.cpp",
+     "int64_t r = op.a.dims[0];\n      for (int i = 2; i < op.a.rank; ++i) r *= op.a.dims[i];",
+     "int64_t r = 1;\n      for (int i = 2; i < op.a.rank; ++i) r *= op.a.dims[i];",
+     "the bias reduction length forgets N (chunking and tolerances planned for too short a sum)"),
+]
+
+
+def run(cmd, cwd, env=None, timeout=None, log=None):
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout)
+        out, rc = p.stdout, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), -9
+        out += "\n[timed out]\n"
+    if log:
+        with open(log, "a") as f:
+            f.write("$ " + " ".join(cmd) + "\n" + out + "\n")
+    return rc, out, time.time() - t0
+
+
+FAILED_RE = re.compile(r"^\s*\d+ - (\S+)")  # parametrized names are followed by "  # GetParam() = ..."
+
+
+def failed_tests(ctest_out):
+    names, seen = [], False
+    for line in ctest_out.splitlines():
+        if line.startswith("The following tests FAILED"):
+            seen = True
+            continue
+        if seen:
+            m = FAILED_RE.match(line)
+            if m:
+                names.append(m.group(1))
+    return names
+
+
+def copy_tree(dst):
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout
+    for rel in files.decode().split("\0"):
+        if not rel or not os.path.isfile(os.path.join(ROOT, rel)):
+            continue
+        target = os.path.join(dst, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        src = os.path.join(ROOT, rel)
+        # Unchanged files keep their mtime, so a rerun rebuilds only what changed.
+        if os.path.exists(target) and open(target, "rb").read() == open(src, "rb").read():
+            continue
+        shutil.copy(src, target)  # a fresh mtime, so the build sees the change
+
+
+def ctest(build, log, scalar):
+    env = dict(os.environ)
+    cmd = ["ctest", "--test-dir", build, "-j", str(os.cpu_count() or 2), "--timeout", "300"]
+    if scalar:
+        env["CONVBWD_ISA"] = "scalar"
+        cmd += ["-L", "isa"]
+    else:
+        env.pop("CONVBWD_ISA", None)
+    rc, out, secs = run(cmd, build, env=env, timeout=1800, log=log)
+    return rc, failed_tests(out), secs
+
+
+def write_table(rows, out, planned):
+    """The doc's table of the mutants run so far (rewritten after each)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           stdout=subprocess.PIPE, text=True).stdout.strip()
+    lines = [
+        "# Mutation testing",
+        "",
+        "`scripts/mutate.py` plants one plausible bug at a time in a scratch copy of",
+        "the tree, rebuilds, and runs `ctest` and then the `-L isa` tests with",
+        "`CONVBWD_ISA=scalar` (as `scripts/test.sh` does). Every mutant of its list",
+        "must be caught; when a real bug escapes the suite, add it as a mutant and",
+        "write the test that catches what it breaks. Run on demand, not in CI:",
+        "",
+        "    scripts/mutate.py            # 1-6 minutes per mutant on 2 cores",
+        "    scripts/mutate.py --list",
+        "    scripts/mutate.py --only use_hf32_does_not_round --out -",
+        "",
+        f"Last run: {datetime.date.today().isoformat()}, tree {commit}{' (with uncommitted edits)' if dirty else ''},"
+        f" {len(rows)} of {planned} mutants run, {sum(r[3].startswith('caught') for r in rows)} caught.",
+        "",
+        "| mutant | file | what it breaks | result | caught by (failing tests) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, path, what, result, by, _ in rows:
+        lines.append(f"| `{name}` | `{path}` | {what} | {result} | {by} |")
+    text = "\n".join(lines) + "\n"
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        open(out, "w").write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scratch", default="/tmp/convbwd-mutate")
+    ap.add_argument("--only", nargs="*", help="names of the mutants to run (default: all)")
+    ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "mutation.md"), help="table file, or - for stdout")
+    args = ap.parse_args()
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m[0]:40s} {m[1]}: {m[4]}")
+        return 0
+    chosen = [m for m in MUTANTS if not args.only or m[0] in args.only]
+    unknown = set(args.only or []) - {m[0] for m in MUTANTS}
+    if unknown:
+        sys.exit("unknown mutant(s): " + ", ".join(sorted(unknown)) + "; see --list")
+
+    src, build = os.path.join(args.scratch, "src"), os.path.join(args.scratch, "build")
+    log = os.path.join(args.scratch, "mutate.log")
+    os.makedirs(src, exist_ok=True)
+    open(log, "w").close()
+    copy_tree(src)
+    # Every search text must name one place of the current tree: a stale
+    # mutant (the code moved on) is an error to fix, not a silent pass.
+    for name, path, search, _, _ in chosen:
+        n = open(os.path.join(src, path)).read().count(search)
+        if n != 1:
+            sys.exit(f"mutant {name}: the search text occurs {n} times in {path} (expected exactly once)")
+
+    print(f"scratch tree {src}, log {log}", flush=True)
+    rc, out, _ = run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                      "-DCONVBWD_WERROR=OFF", "-DCONVBWD_BUILD_TESTS=ON"], src, log=log)
+    if rc:
+        sys.exit("configure failed; see " + log)
+    rc, _, secs = run(["cmake", "--build", build], src, log=log)
+    if rc:
+        sys.exit("the unmutated tree does not build; see " + log)
+    for scalar in (False, True):
+        rc, failed, _ = ctest(build, log, scalar)
+        if rc:
+            sys.exit("the unmutated tree fails " + ", ".join(failed or ["ctest"]) + ("(scalar rerun)" if scalar else ""))
+    print(f"baseline green (build {secs:.0f} s)", flush=True)
+
+    rows = []
+    for name, path, search, repl, what in chosen:
+        target = os.path.join(src, path)
+        original = open(target).read()
+        open(target, "w").write(original.replace(search, repl, 1))
+        t0 = time.time()
+        try:
+            rc, _, _ = run(["cmake", "--build", build], src, log=log, timeout=1800)
+            if rc:
+                result, by = "build error", ""
+            else:
+                result, by = "survived", ""
+                for scalar in (False, True):
+                    rc, failed, _ = ctest(build, log, scalar)
+                    if rc:
+                        result = "caught" + (" (scalar rerun)" if scalar else "")
+                        by = ", ".join(failed[:8]) + (f" and {len(failed) - 8} more" if len(failed) > 8 else "")
+                        break
+        finally:
+            open(target, "w").write(original)
+        rows.append((name, path, what, result, by, time.time() - t0))
+        print(f"{name}: {result} {by} ({rows[-1][5]:.0f} s)", flush=True)
+        if args.out != "-":
+            write_table(rows, args.out, len(chosen))
+    run(["cmake", "--build", build], src, log=log)  # leave the scratch build unmutated
+
+    write_table(rows, args.out, len(chosen))
+    if args.out != "-":
+        print("table written to " + args.out)
+    return 0 if all(r[3].startswith("caught") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
