@@ -65,6 +65,11 @@ Error Stream::synchronize() {
   return std::exchange(first_error_, Error{});
 }
 
+void Stream::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [this] { return head_ == nullptr && !running_; });
+}
+
 void Stream::serve() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

@@ -48,6 +48,9 @@ class Stream {
   // Waits until every task enqueued before the call has run. Returns the first
   // error since the previous synchronize() and forgets it.
   Error synchronize();
+  // Waits like synchronize(), but leaves the error for a later synchronize()
+  // (aclrtDestroyStream, aclFinalize: another thread may still sync on it).
+  void drain();
   // Waits until no stream of the process has queued or running work
   // (aclrtSynchronizeDevice). Errors stay with their streams.
   static void wait_until_all_idle();
