@@ -71,7 +71,7 @@ void set_view(TensorDesc& d, Bytes& b, bool output) {
     detail::Checked running(1);
     for (size_t i = r; i-- > 0;) {
       d.strides[i] = running.value_or(0);
-      running = running * (std::max<int64_t>(d.dims[i], 1) + (mode == 2 ? b.range(0, 2) : 0));
+      running = running * (detail::Checked(std::max<int64_t>(d.dims[i], 1)) + (mode == 2 ? b.range(0, 2) : 0));
     }
   }
   d.offset = mode == 2 ? b.range(0, 3) : 0;

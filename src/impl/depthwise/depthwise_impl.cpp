@@ -461,6 +461,12 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     p.srcw = p.xw;
     p.srcw8 = p.xw8;
     p.rw = std::max(lw, p.bw + p.srcw8);
+    // Each tap's offset lies inside the padded plane, so the plane's size
+    // bounds them: check it first (a fuzz finding: 2^31 * 2^36 overflowed).
+    if (!(Checked(p.ld) * p.lh * p.rw * W).ok()) {
+      *why = "the padded plane's size overflows 64 bits";
+      return nullptr;
+    }
     for (int64_t rd = 0; rd < p.kd; ++rd)
       for (int64_t rh = 0; rh < p.kh; ++rh)
         for (int64_t r = 0; r < p.kw; ++r)
