@@ -294,4 +294,42 @@ TEST(CapiStream, FinalizeWhileOtherThreadsUseTheDefaultStream) {
   // Leave the runtime as the other tests expect it: not initialized.
 }
 
+// synchronize() waits for the work enqueued before it, not for an empty
+// queue: waiting for the queue to empty never ended while another thread
+// kept enqueueing (the destroy test above starved that way).
+TEST(CapiStream, SynchronizeEndsWhileAnotherThreadKeepsEnqueueing) {
+  aclrtStream s = nullptr;
+  ASSERT_EQ(aclrtCreateStream(&s), ACL_SUCCESS);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ran{0};
+  std::thread producer([&] {
+    // Always some work queued, never much (so the test stays short).
+    for (int queued = 0; !stop.load();) {
+      if (queued - ran.load() >= 20) {
+        std::this_thread::yield();
+        continue;
+      }
+      ++queued;
+      enqueue(s, [&] {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        ++ran;
+        return convbwd::Error{};
+      });
+    }
+  });
+  while (ran.load() < 3) std::this_thread::yield();
+  std::atomic<bool> synced{false};
+  std::thread waiter([&] {
+    EXPECT_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);
+    synced = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!synced.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(synced.load()) << "synchronize did not return while work kept arriving";
+  stop = true;
+  producer.join();
+  waiter.join();
+  EXPECT_EQ(aclrtDestroyStream(s), ACL_SUCCESS);
+}
+
 }  // namespace
