@@ -25,7 +25,7 @@ seed=${FUZZ_SEED:-1}
 # The same build directory and options as the ASan step of
 # scripts/sanitize.sh: clang, ASan+UBSan, fuzz targets on. CI builds it once.
 build=${FUZZ_BUILD_DIR:-build-asan}
-targets=${FUZZ_TARGETS:-capi descriptor npy}
+targets=${FUZZ_TARGETS:-capi descriptor plan npy}
 if [ ! -f tools/convbwd/npy.cpp ]; then targets=${targets//npy/}; fi
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

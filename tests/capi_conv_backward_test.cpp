@@ -680,9 +680,12 @@ TEST(CapiConvBackward, AStrayStreamIsRefusedAndTheExecutorKept) {
   EXPECT_EQ(aclrtDestroyStream(s), ACL_SUCCESS);
 }
 
-TEST(CapiConvBackward, ExecutionFailureIsReportedBySynchronize) {
-  // A null data pointer passes phase one (the pointer is data, not a handle)
-  // and fails when the plan runs; the stream reports it.
+TEST(CapiConvBackward, NullDataPointerIsRefusedAtTheCall) {
+  // A null data pointer passes phase one (the pointer is data, not a handle).
+  // The second phase runs the plan's buffer checks before it enqueues, so
+  // the call itself refuses it (not a later synchronize), runs nothing and
+  // leaves the executor to the caller. (A failure inside a task is reported
+  // by synchronize: CapiStream.SynchronizeReportsTheFirstErrorOnce.)
   Case c("mb2ic3ih5iw5oc4kh3kw3");
   std::unique_ptr<aclTensor, aclnnStatus (*)(const aclTensor*)> t(
       aclCreateTensor(c.x.desc.dims.data(), 4, ACL_FLOAT, nullptr, 0, ACL_FORMAT_NCHW, c.x.storage_dims.data(), 1,
@@ -694,10 +697,12 @@ TEST(CapiConvBackward, ExecutionFailureIsReportedBySynchronize) {
     EXPECT_EQ(s1, ACLNN_ERR_PARAM_NULLPTR);  // also acceptable: caught early
     return;
   }
-  EXPECT_EQ(aclnnConvolutionBackward(c.allocate_workspace(), c.workspace_size, c.executor, nullptr), ACLNN_SUCCESS);
-  EXPECT_EQ(aclrtSynchronizeStream(nullptr), ACL_ERROR_FAILURE);
+  EXPECT_EQ(aclnnConvolutionBackward(c.allocate_workspace(), c.workspace_size, c.executor, nullptr),
+            ACLNN_ERR_PARAM_NULLPTR);
   EXPECT_NE(recent().find("input"), std::string::npos) << recent();
   EXPECT_EQ(aclrtSynchronizeStream(nullptr), ACL_SUCCESS);
+  EXPECT_EQ(aclDestroyAclOpExecutor(c.executor), ACLNN_SUCCESS) << "still the caller's";
+  c.executor = nullptr;
 }
 
 // ---- streams with real work -------------------------------------------------------------------

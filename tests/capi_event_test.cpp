@@ -38,7 +38,7 @@ class GateTask final : public convbwd::capi::Task {
 };
 
 void enqueue(aclrtStream s, std::shared_future<void> gate, std::function<void()> after = {}) {
-  convbwd::capi::Stream* stream = convbwd::capi::resolve_stream(s, "test");
+  const std::shared_ptr<convbwd::capi::Stream> stream = convbwd::capi::resolve_stream(s, "test");
   ASSERT_NE(stream, nullptr);
   stream->enqueue(new GateTask(std::move(gate), std::move(after)));
 }

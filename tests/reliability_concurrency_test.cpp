@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <string>
 #include <thread>
@@ -171,6 +172,48 @@ TEST(ReliabilityConcurrency, StreamDestroyedWithPendingWorkCompletesIt) {
   for (size_t j = 0; j < runs.size(); ++j) {
     EXPECT_EQ(runs[j].pending_workspace->check_guards("workspace"), "");
     EXPECT_EQ(compare(runs[j], 2 * j), "");
+  }
+}
+
+// Issue 18: operators enqueued on a stream while another thread destroys
+// it. Each call either enqueues (its work then completes, right, before the
+// stream is gone) or is refused because the handle is no longer live; none
+// works on a freed stream.
+TEST(ReliabilityConcurrency, OperatorsEnqueuedWhileTheStreamIsDestroyed) {
+  const Baseline& b = baseline();
+  aclrtStream s = nullptr;
+  ASSERT_EQ(aclrtCreateStream(&s), ACL_SUCCESS);
+  constexpr int kCallers = 3;
+  std::vector<std::vector<GuardedRun>> runs(kCallers);
+  std::vector<std::vector<size_t>> which(kCallers);
+  std::vector<std::string> errors(kCallers);
+  std::atomic<int> started{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t)
+    callers.emplace_back([&, t] {
+      ++started;
+      runs[t].reserve(b.descs.size());
+      for (size_t i = static_cast<size_t>(t); i < b.descs.size(); i += kCallers) {
+        runs[t].push_back(build(b.descs[i], i));
+        const std::string e = run_capi(runs[t].back(), s, false, false);
+        if (!e.empty()) {
+          if (e.find("not a live stream") == std::string::npos) errors[t] = e;
+          runs[t].pop_back();
+          break;  // destroyed: every later call is refused too
+        }
+        which[t].push_back(i);
+      }
+    });
+  while (started.load() < kCallers) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(aclrtDestroyStream(s), ACL_SUCCESS);
+  for (std::thread& th : callers) th.join();
+  for (int t = 0; t < kCallers; ++t) {
+    EXPECT_EQ(errors[t], "");
+    for (size_t j = 0; j < runs[t].size(); ++j) {
+      EXPECT_EQ(runs[t][j].pending_workspace->check_guards("workspace"), "");
+      EXPECT_EQ(compare(runs[t][j], which[t][j]), "");
+    }
   }
 }
 

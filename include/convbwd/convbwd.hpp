@@ -137,6 +137,10 @@ namespace detail {
 struct PlanState;
 }
 
+// The workspace's alignment that execute requires: what malloc, new and
+// aclrtMalloc always give. The kernels keep fp32 values there.
+inline constexpr size_t kWorkspaceAlignment = 16;
+
 // A validated problem with its algorithms chosen and its workspace sized.
 // Immutable after creation; execute may run from several threads at once.
 class CONVBWD_API Plan {
@@ -144,7 +148,8 @@ class CONVBWD_API Plan {
   static Result<Plan> create(const Problem&);
 
   const Problem& problem() const;
-  // Bytes of scratch memory execute needs (64-byte alignment recommended).
+  // Bytes of scratch memory execute needs, at an address that is a multiple
+  // of kWorkspaceAlignment (64-byte alignment recommended).
   size_t workspace_size() const;
   // Name of the implementation chosen for a gradient ("" when not requested).
   std::string_view implementation(Gradient) const;
@@ -152,8 +157,12 @@ class CONVBWD_API Plan {
   double flops() const;
 
   // Runs the plan. Checks the pointers and the workspace before writing
-  // anything; allocates nothing on the heap.
+  // anything (see check); allocates nothing on the heap.
   Error execute(const Buffers&, void* workspace, size_t workspace_bytes) const;
+  // What execute checks, without running: requested buffers and the
+  // workspace are present, the workspace is large and aligned enough, and
+  // no output or workspace byte is shared with another buffer.
+  Error check(const Buffers&, const void* workspace, size_t workspace_bytes) const;
 
  private:
   explicit Plan(std::shared_ptr<const detail::PlanState> s) : s_(std::move(s)) {}

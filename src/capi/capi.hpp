@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,8 +68,10 @@ void set_thread_device(int32_t device_id);
 aclError check_device(int32_t device_id, const char* caller);
 
 // Streams: null is the default stream (created on first use). Returns null,
-// with the recent error set, for a handle that is not a live stream.
-Stream* resolve_stream(aclrtStream handle, std::string_view caller);
+// with the recent error set, for a handle that is not a live stream. The
+// caller holds the stream until it drops the pointer: a concurrent destroy
+// cannot free it under the caller's feet.
+std::shared_ptr<Stream> resolve_stream(aclrtStream handle, std::string_view caller);
 
 // Executors not yet handed to a stream. Tracked so that a second use of an
 // executor, or a stray pointer, is an error instead of a use-after-free.
@@ -77,6 +80,10 @@ void register_executor(aclOpExecutor*);
 // The workspace a live executor needs, read under the registry lock (another
 // thread may be running and releasing it); nullopt when it is not live.
 std::optional<size_t> live_executor_workspace(aclOpExecutor*);
+// Plan::check of a live executor's buffers with this workspace, under the
+// registry lock (so the executor cannot be run and released meanwhile);
+// nullopt when it is not live.
+std::optional<Error> check_live_executor(aclOpExecutor*, const void* workspace, size_t workspace_bytes);
 // True, and forgets it, when the executor is live: of two threads racing to
 // run one executor, exactly one wins.
 bool claim_executor(aclOpExecutor*);

@@ -3,7 +3,6 @@
 // stream. Nothing is validated here that the core validates; this file only
 // checks what the core cannot see: null handles, enum values that have no
 // core equivalent, and formats.
-#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -11,6 +10,7 @@
 
 #include "aclnnop/aclnn_convolution_backward.h"
 #include "capi/capi.hpp"
+#include "problem/checked.hpp"
 
 namespace convbwd::capi {
 namespace {
@@ -63,24 +63,24 @@ aclnnStatus to_desc(const char* name, const aclTensor& t, TensorDesc& d) {
                                              " dims; expected a matching format or ACL_FORMAT_ND");
   }
   // The storage bounds the view; the core checks the reach against it. A
-  // storage too large to count cannot be outrun, so it is left unbounded.
-  int64_t storage = 1;
+  // storage too large to count cannot be outrun, so it is left unbounded
+  // (-1), unless a dim is 0: then it holds nothing, whatever the product of
+  // the dims before the 0 ([2^40,2^40,0] is empty, not unbounded).
+  convbwd::detail::Checked storage(1);
+  bool empty_storage = false;
   for (int64_t s : t.storage_dims) {
     if (s < 0) {
       return fail(ACLNN_ERR_PARAM_INVALID, std::string(kOp) + ": " + name + " storage dims contain " +
                                                std::to_string(s) + "; expected dims >= 0");
     }
-    if (storage != -1 && s != 0 && storage > std::numeric_limits<int64_t>::max() / s) {
-      storage = -1;
-    } else if (storage != -1) {
-      storage *= s;
-    }
+    empty_storage = empty_storage || s == 0;
+    storage = storage * s;
   }
+  d.storage_elements = empty_storage ? 0 : storage.ok() ? storage.value() : -1;
   d.dtype = *dt;
   d.dims = t.view_dims;
   d.strides = t.strides;
   d.offset = t.offset;
-  d.storage_elements = storage;
   return ACLNN_SUCCESS;
 }
 
@@ -235,7 +235,17 @@ aclnnStatus aclnnConvolutionBackward(void* workspace, uint64_t workspaceSize, ac
     return fail(ACLNN_ERR_PARAM_NULLPTR, std::string(op) + ": workspace is null; expected " + std::to_string(need) +
                                              " bytes");
   }
-  convbwd::capi::Stream* s = convbwd::capi::resolve_stream(stream, op);
+  // The core's checks of the buffers (alignment, aliasing), here rather than
+  // on the stream, so that a refusal is this call's status and nothing runs.
+  const std::optional<convbwd::Error> refused = convbwd::capi::check_live_executor(executor, workspace, workspaceSize);
+  if (!refused) {
+    return fail(ACLNN_ERR_PARAM_INVALID, std::string(op) + ": executor was run or destroyed by another thread");
+  }
+  if (*refused) {
+    return fail(refused->status == convbwd::Status::null_pointer ? ACLNN_ERR_PARAM_NULLPTR : ACLNN_ERR_PARAM_INVALID,
+                std::string(op) + ": " + refused->message);
+  }
+  const std::shared_ptr<convbwd::capi::Stream> s = convbwd::capi::resolve_stream(stream, op);
   if (s == nullptr) {
     return ACLNN_ERR_PARAM_INVALID;  // message set by resolve_stream
   }

@@ -124,7 +124,7 @@ aclError create(aclrtEvent* event, const char* caller) {
 // Puts a RecordTask or WaitTask on the stream, or says why not.
 template <class TaskType>
 aclError enqueue_on(aclrtStream stream, std::shared_ptr<EventState> state, uint64_t number, const char* caller) {
-  Stream* s = resolve_stream(stream, caller);
+  const std::shared_ptr<Stream> s = resolve_stream(stream, caller);
   if (s == nullptr) {
     return ACL_ERROR_INVALID_PARAM;
   }

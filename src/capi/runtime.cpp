@@ -28,8 +28,16 @@ constexpr size_t kAlignment = 64;
 struct Runtime {
   std::mutex mutex;
   bool initialized = false;
-  Stream* default_stream = nullptr;
-  std::unordered_set<Stream*> streams;  // created by aclrtCreateStream, live
+  // Every call that resolved a stream holds a reference until it returns,
+  // so destroying a stream (or aclFinalize's default stream) while another
+  // thread synchronizes or enqueues on it only drops the registry's
+  // reference: the last holder stops the stream's thread.
+  std::shared_ptr<Stream> default_stream;
+  // Live streams by handle. Handles are numbers that are never reused (not
+  // addresses, which the allocator hands out again), so a destroyed stream's
+  // handle stays refused whatever is created after it.
+  std::unordered_map<aclrtStream, std::shared_ptr<Stream>> streams;
+  uintptr_t last_handle = 0;
   std::unordered_set<aclOpExecutor*> executors;
   std::unordered_map<void*, size_t> allocations;
   std::atomic<int64_t> ctx_deterministic{0};
@@ -182,7 +190,7 @@ aclError enqueue_memory(void* dst, const void* src, int fill, size_t count, aclr
   if (count == 0) {
     return ACL_SUCCESS;
   }
-  Stream* s = resolve_stream(stream, caller);
+  const std::shared_ptr<Stream> s = resolve_stream(stream, caller);
   if (s == nullptr) {
     return ACL_ERROR_INVALID_PARAM;
   }
@@ -221,13 +229,13 @@ aclError check_device(int32_t device_id, const char* caller) {
   return ACL_SUCCESS;
 }
 
-Stream* resolve_stream(aclrtStream handle, std::string_view caller) {
+std::shared_ptr<Stream> resolve_stream(aclrtStream handle, std::string_view caller) {
   Runtime& r = runtime();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (handle == nullptr) {
     if (r.default_stream == nullptr) {
       try {
-        r.default_stream = new Stream;
+        r.default_stream = std::make_shared<Stream>();
       } catch (const std::exception& e) {  // bad_alloc, or std::thread's system_error
         set_recent_error(std::string(caller) + ": cannot start the default stream: " + e.what());
         return nullptr;
@@ -235,12 +243,12 @@ Stream* resolve_stream(aclrtStream handle, std::string_view caller) {
     }
     return r.default_stream;
   }
-  auto* s = static_cast<Stream*>(handle);
-  if (r.streams.count(s) == 0) {
+  const auto it = r.streams.find(handle);
+  if (it == r.streams.end()) {
     set_recent_error(std::string(caller) + ": stream is not a live stream from aclrtCreateStream");
     return nullptr;
   }
-  return s;
+  return it->second;
 }
 
 void register_executor(aclOpExecutor* e) {
@@ -256,6 +264,15 @@ std::optional<size_t> live_executor_workspace(aclOpExecutor* e) {
     return std::nullopt;
   }
   return e->plan.workspace_size();
+}
+
+std::optional<Error> check_live_executor(aclOpExecutor* e, const void* workspace, size_t workspace_bytes) {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.executors.count(e) == 0) {
+    return std::nullopt;
+  }
+  return e->plan.check(e->buffers, workspace, workspace_bytes);
 }
 
 bool claim_executor(aclOpExecutor* e) {
@@ -293,7 +310,7 @@ aclError aclInit(const char* configPath) {
 
 aclError aclFinalize(void) {
   auto& r = runtime();
-  convbwd::capi::Stream* default_stream = nullptr;
+  std::shared_ptr<convbwd::capi::Stream> default_stream;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     if (!r.initialized) {
@@ -302,7 +319,9 @@ aclError aclFinalize(void) {
     r.initialized = false;
     default_stream = std::exchange(r.default_stream, nullptr);
   }
-  delete default_stream;  // drains outside the lock: its tasks may need it
+  // Drains outside the lock (its tasks may need it); a thread still using
+  // the stream keeps it alive until that call returns.
+  if (default_stream) default_stream->drain();
   return ACL_SUCCESS;
 }
 
@@ -349,11 +368,14 @@ aclError aclrtCreateStream(aclrtStream* stream) {
     return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream: stream is null");
   }
   try {
-    auto s = std::make_unique<convbwd::capi::Stream>();
+    auto s = std::make_shared<convbwd::capi::Stream>();
     auto& r = runtime();
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.streams.insert(s.get());
-    *stream = s.release();
+    // Steps of 16 from a base that no allocation uses: a handle never
+    // equals a stream's address, so stale code that casts one is caught.
+    const auto handle = reinterpret_cast<aclrtStream>(0x5000 + 16 * ++r.last_handle);
+    r.streams.emplace(handle, std::move(s));
+    *stream = handle;
   } catch (const std::exception& e) {  // bad_alloc, or std::thread's system_error
     return fail_acl(ACL_ERROR_BAD_ALLOC, std::string("aclrtCreateStream: ") + e.what());
   }
@@ -364,22 +386,27 @@ aclError aclrtDestroyStream(aclrtStream stream) {
   if (stream == nullptr) {
     return fail_acl(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream: stream is null");
   }
-  auto* s = static_cast<convbwd::capi::Stream*>(stream);
+  std::shared_ptr<convbwd::capi::Stream> s;
   {
     auto& r = runtime();
     std::lock_guard<std::mutex> lock(r.mutex);
     // Forget it first, so no new work can find it while it drains.
-    if (r.streams.erase(s) == 0) {
+    const auto it = r.streams.find(stream);
+    if (it == r.streams.end()) {
       return fail_acl(ACL_ERROR_INVALID_PARAM,
                       "aclrtDestroyStream: stream is not a live stream (already destroyed?)");
     }
+    s = std::move(it->second);
+    r.streams.erase(it);
   }
-  delete s;
+  // Work queued before the call has run when it returns. Calls that
+  // resolved the stream earlier still hold it; the last one stops it.
+  s->drain();
   return ACL_SUCCESS;
 }
 
 aclError aclrtSynchronizeStream(aclrtStream stream) {
-  convbwd::capi::Stream* s = convbwd::capi::resolve_stream(stream, "aclrtSynchronizeStream");
+  const std::shared_ptr<convbwd::capi::Stream> s = convbwd::capi::resolve_stream(stream, "aclrtSynchronizeStream");
   if (s == nullptr) {
     return ACL_ERROR_INVALID_PARAM;
   }

@@ -55,14 +55,24 @@ void Stream::enqueue(Task* task) noexcept {
       head_ = task;
     }
     tail_ = task;
+    ++enqueued_;
   }
   work_ready_.notify_one();
 }
 
+// Waits for the tasks enqueued so far only: waiting for an empty queue
+// never ended while another thread kept enqueueing.
 Error Stream::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [this] { return head_ == nullptr && !running_; });
+  const uint64_t target = enqueued_;
+  idle_.wait(lock, [this, target] { return completed_ >= target; });
   return std::exchange(first_error_, Error{});
+}
+
+void Stream::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t target = enqueued_;
+  idle_.wait(lock, [this, target] { return completed_ >= target; });
 }
 
 void Stream::serve() {
@@ -77,7 +87,6 @@ void Stream::serve() {
     if (head_ == nullptr) {
       tail_ = nullptr;
     }
-    running_ = true;
     lock.unlock();
     Error error = task->run();
     task->release();
@@ -87,13 +96,11 @@ void Stream::serve() {
       if (--d.pending == 0) d.idle.notify_all();
     }
     lock.lock();
-    running_ = false;
+    ++completed_;
     if (error && !first_error_) {
       first_error_ = std::move(error);
     }
-    if (head_ == nullptr) {
-      idle_.notify_all();
-    }
+    idle_.notify_all();
   }
 }
 

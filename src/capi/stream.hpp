@@ -9,6 +9,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 
@@ -48,6 +49,9 @@ class Stream {
   // Waits until every task enqueued before the call has run. Returns the first
   // error since the previous synchronize() and forgets it.
   Error synchronize();
+  // Waits like synchronize(), but leaves the error for a later synchronize()
+  // (aclrtDestroyStream, aclFinalize: another thread may still sync on it).
+  void drain();
   // Waits until no stream of the process has queued or running work
   // (aclrtSynchronizeDevice). Errors stay with their streams.
   static void wait_until_all_idle();
@@ -60,7 +64,8 @@ class Stream {
   std::condition_variable idle_;
   Task* head_ = nullptr;
   Task* tail_ = nullptr;
-  bool running_ = false;  // a task is out of the queue and executing
+  // Tasks enqueued and run so far: synchronize() waits for the count it saw.
+  uint64_t enqueued_ = 0, completed_ = 0;
   bool stopping_ = false;
   Error first_error_;
   std::thread thread_;  // last: starts after the state above exists

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "impl/implementation.hpp"
 #include "numeric/float_formats.hpp"
+#include "problem/checked.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd::detail {
@@ -82,16 +84,45 @@ inline int64_t workspace_budget(const OpSpec& op, const PlanContext& ctx) {
   const char* const e = std::getenv("CONVBWD_WORKSPACE_FLOOR");  // read per plan, as tests set it
   const long long v = e ? std::atoll(e) : 0;
   const int64_t floor = v > 0 ? static_cast<int64_t>(v) : kWorkspaceBudgetFloor;
-  const int64_t a = op.a.elements() * static_cast<int64_t>(size_of(op.a.dtype));
-  const int64_t b = op.b.elements() * static_cast<int64_t>(size_of(op.b.dtype));
   // The scale multiplies the inputs' size, not the floor: a problem with
-  // small inputs and huge padding keeps its 64 MiB. Saturating: a described
-  // (never allocated) input may be near 2^63 bytes.
+  // small inputs and huge padding keeps its 64 MiB. An input's size is what
+  // the caller holds: a broadcast view of 2^61 elements over one float
+  // (strides 0) allows no more than a dense one of its storage (it let a
+  // depthwise plan ask for 137 GB). Saturating, like the sizes it bounds.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const int64_t scale = std::max(ctx.budget_scale, 1);
-  const int64_t largest = std::max(a, b);
-  const int64_t scaled = largest > std::numeric_limits<int64_t>::max() / scale ? std::numeric_limits<int64_t>::max()
-                                                                                : largest * scale;
-  return std::max<int64_t>(floor, scaled);
+  auto held = [&](const View& t) {
+    Checked span(1);  // elements from the view's first to its last, inclusive
+    for (int i = 0; i < t.rank; ++i) span = span + Checked(t.dims[i] - 1) * t.strides[i];
+    const int64_t elements = std::min(t.elements(), span.value_or(kMax));
+    return (Checked(elements) * static_cast<int64_t>(size_of(t.dtype)) * scale).value_or(kMax);
+  };
+  return std::max({floor, held(op.a), held(op.b)});
+}
+
+// Index arithmetic of the fast paths. Their kernels form, per spatial dim,
+// indices such as o*stride - pad + r*dilation, (i + pad)/stride and padded,
+// rounded extents, in int64 at execute. Every term is at most one of the
+// dim's sizes below, so when their sum stays under kIndexLimit, any such
+// expression, with a few more terms or a small factor, is representable.
+// Valid problems can exceed it (a stride or padding near 2^63, a huge
+// broadcast view): those are left to paths that never form the indices (the
+// reference). Declines with a reason naming the dim and the bound.
+constexpr int64_t kIndexLimit = int64_t{1} << 56;
+inline bool tap_indices_fit(const Geometry& g, std::string* why) {
+  for (int i = 0; i < g.spatial; ++i) {
+    const Checked sum = Checked(g.ysize[i]) * g.stride[i] + Checked(g.ksize[i]) * g.dilation[i] + g.pad_before[i] +
+                        g.pad_after[i] + g.xsize[i] + g.stride[i];
+    if (!sum.at_most(kIndexLimit)) {
+      *why = "spatial dim " + std::to_string(i) + ": y*stride + k*dilation + paddings + x + stride (sizes " +
+             std::to_string(g.xsize[i]) + ", " + std::to_string(g.ysize[i]) + ", kernel " +
+             std::to_string(g.ksize[i]) + ", stride " + std::to_string(g.stride[i]) + ", dilation " +
+             std::to_string(g.dilation[i]) + ", padding " + std::to_string(g.pad_before[i]) + "+" +
+             std::to_string(g.pad_after[i]) + ") exceeds 2^56: tap indices might not fit 64 bits";
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace convbwd::detail

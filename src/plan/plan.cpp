@@ -139,23 +139,21 @@ std::string_view Plan::implementation(Gradient g) const {
   return "";
 }
 
-Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) const {
+Error Plan::check(const Buffers& b, const void* workspace, size_t workspace_bytes) const {
   using detail::Range;
   const detail::Spec& sp = s_->spec;
   const char* const names[3] = {"gradInput", "gradWeight", "gradBias"};
   void* const outs[3] = {b.grad_input, b.grad_weight, b.grad_bias};
-  // Everything is checked before anything is written.
-  struct Operand {
+  // gradOutput feeds every gradient, input only gradWeight, weight only gradInput.
+  const bool any = s_->ops[0].active || s_->ops[1].active || s_->ops[2].active;
+  const struct {
     const char* name;
     const void* ptr;
     const detail::View* view;
     bool needed;
-  };
-  // gradOutput feeds every gradient, input only gradWeight, weight only gradInput.
-  const bool any = s_->ops[0].active || s_->ops[1].active || s_->ops[2].active;
-  const Operand inputs[3] = {{"gradOutput", b.grad_output, &sp.grad_output, any && !sp.grad_output.empty()},
-                             {"input", b.input, &sp.input, s_->ops[1].active && !sp.input.empty()},
-                             {"weight", b.weight, &sp.weight, s_->ops[0].active && !sp.weight.empty()}};
+  } inputs[3] = {{"gradOutput", b.grad_output, &sp.grad_output, any && !sp.grad_output.empty()},
+                 {"input", b.input, &sp.input, s_->ops[1].active && !sp.input.empty()},
+                 {"weight", b.weight, &sp.weight, s_->ops[0].active && !sp.weight.empty()}};
   for (const auto& in : inputs)
     if (in.needed && !in.ptr) return Error{Status::null_pointer, std::string(in.name) + " buffer is null"};
   for (int i = 0; i < 3; ++i)
@@ -167,23 +165,47 @@ Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) c
                                                 " bytes the plan needs"};
   if (s_->workspace > 0 && !workspace)
     return Error{Status::null_pointer, "workspace is null; the plan needs " + std::to_string(s_->workspace) + " bytes"};
-  // Outputs may not overlap the inputs, each other or the workspace.
-  Range out_ranges[3];
+  // The kernels keep fp32 (and may keep wider) values in the workspace; an
+  // address malloc, new or aclrtMalloc gives is always aligned enough.
+  if (const size_t mis = reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlignment; s_->workspace > 0 && mis != 0)
+    return Error{Status::invalid_parameter, "workspace address is " + std::to_string(mis) + " bytes past a " +
+                                                std::to_string(kWorkspaceAlignment) + "-byte boundary; expected a " +
+                                                std::to_string(kWorkspaceAlignment) + "-byte aligned workspace"};
+  // One rule for every pair of buffers: memory that execute writes (the
+  // outputs and the workspace) may share no byte with any other buffer.
+  // Inputs may share memory with each other: they are only read.
+  // Listed outputs first, then the workspace, then the inputs, so that a
+  // message names what is written first ("gradInput buffer overlaps input").
+  struct Region {
+    const char* name;
+    Range range;
+    bool written;
+  };
+  std::array<Region, 7> regions{};
+  size_t count = 0;
   for (int i = 0; i < 3; ++i)
-    if (s_->ops[i].active) out_ranges[i] = detail::byte_range(outs[i], sp.grads[i]);
-  const Range ws{reinterpret_cast<uintptr_t>(workspace), reinterpret_cast<uintptr_t>(workspace) + s_->workspace};
-  for (int i = 0; i < 3; ++i) {
-    if (out_ranges[i].empty()) continue;
-    for (const auto& in : inputs)
-      if (in.ptr && detail::overlap(out_ranges[i], detail::byte_range(in.ptr, *in.view)))
-        return Error{Status::invalid_parameter,
-                     std::string(names[i]) + " buffer overlaps " + in.name + "; outputs must not alias inputs"};
-    for (int j = i + 1; j < 3; ++j)
-      if (detail::overlap(out_ranges[i], out_ranges[j]))
-        return Error{Status::invalid_parameter, std::string(names[i]) + " buffer overlaps " + names[j]};
-    if (detail::overlap(out_ranges[i], ws))
-      return Error{Status::invalid_parameter, std::string(names[i]) + " buffer overlaps the workspace"};
+    if (s_->ops[i].active) regions[count++] = {names[i], detail::byte_range(outs[i], sp.grads[i]), true};
+  if (s_->workspace > 0) {
+    const auto w = reinterpret_cast<uintptr_t>(workspace);
+    regions[count++] = {nullptr, Range{w, w + s_->workspace}, true};
   }
+  for (const auto& in : inputs)
+    if (in.ptr) regions[count++] = {in.name, detail::byte_range(in.ptr, *in.view), false};
+  for (size_t i = 0; i < count; ++i)
+    for (size_t j = i + 1; j < count; ++j)
+      if ((regions[i].written || regions[j].written) && detail::overlap(regions[i].range, regions[j].range))
+        return Error{Status::invalid_parameter,
+                     (regions[i].name ? std::string(regions[i].name) + " buffer" : std::string("the workspace")) +
+                         " overlaps " + (regions[j].name ? regions[j].name : "the workspace") +
+                         "; outputs and the workspace must not alias any other buffer"};
+  return {};
+}
+
+Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) const {
+  // Everything is checked before anything is written.
+  if (Error e = check(b, workspace, workspace_bytes)) return e;
+  const detail::Spec& sp = s_->spec;
+  void* const outs[3] = {b.grad_input, b.grad_weight, b.grad_bias};
 
   auto& pool = detail::ThreadPool::global();
   // Whether each input tensor (gradOutput, input, weight) holds NaN/Inf,

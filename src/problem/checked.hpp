@@ -40,6 +40,10 @@ class Checked {
   }
   bool ok() const { return v_.has_value(); }
   int64_t value() const { return *v_; }
+  // The value, or `otherwise` when some step overflowed (a saturating bound).
+  int64_t value_or(int64_t otherwise) const { return v_.value_or(otherwise); }
+  // Whether the value exists and is at most `limit`.
+  bool at_most(int64_t limit) const { return v_ && *v_ <= limit; }
 
  private:
   std::optional<int64_t> v_;

@@ -533,10 +533,17 @@ void run(Bytes& in, Call& c) {
   aclrtStream stream = nullptr;
   if (c.stream_mode > 0) CONVBWD_FUZZ_CHECK(aclrtCreateStream(&stream) == ACL_SUCCESS, "aclrtCreateStream");
   const aclnnStatus st2 = aclnnConvolutionBackward(ws_ptr, ws_given, exec, stream);
+  bool null_data = false;
+  for (const TensorArgs& a : c.t) null_data |= a.handle && a.null_data;
   if (c.ws_mode == 1 && ws_size > 0) {
     CONVBWD_FUZZ_CHECK(st2 == ACLNN_ERR_PARAM_INVALID, "a workspace one byte short gave " + std::to_string(st2));
   } else if (c.ws_mode == 2 && ws_size > 0) {
     CONVBWD_FUZZ_CHECK(st2 == ACLNN_ERR_PARAM_NULLPTR, "a null workspace gave " + std::to_string(st2));
+  } else if (null_data) {
+    // Phase two checks the buffers before it enqueues: a null one the plan
+    // needs is refused there (an unneeded one is fine).
+    CONVBWD_FUZZ_CHECK(st2 == ACLNN_SUCCESS || st2 == ACLNN_ERR_PARAM_NULLPTR,
+                       "a null data pointer gave " + std::to_string(st2) + ": " + aclGetRecentErrMsg());
   } else {
     CONVBWD_FUZZ_CHECK(st2 == ACLNN_SUCCESS, "aclnnConvolutionBackward: " + std::string(aclGetRecentErrMsg()));
   }
@@ -549,8 +556,6 @@ void run(Bytes& in, Call& c) {
     cleanup();
     return;
   }
-  bool null_data = false;
-  for (const TensorArgs& a : c.t) null_data |= a.handle && a.null_data;
   aclError synced = ACL_SUCCESS;
   if (c.stream_mode == 2) {
     // Destroyed while the work may still be pending: the stream drains first.
@@ -561,8 +566,8 @@ void run(Bytes& in, Call& c) {
   }
   cleanup();
   if (null_data) {
-    // A null data pointer is found when the work runs: the run fails with a
-    // message (or succeeds if the buffer was not needed); it must not crash.
+    // Accepted: the null buffer was not needed, or a check missed it and the
+    // run fails with a message; it must not crash.
     if (synced != ACL_SUCCESS) CONVBWD_FUZZ_CHECK(*aclGetRecentErrMsg() != '\0', "sync failed without a message");
     return;
   }

@@ -19,6 +19,7 @@
 extern "C" int convbwd_fuzz_capi(const uint8_t* data, size_t size);
 extern "C" int convbwd_fuzz_descriptor(const uint8_t* data, size_t size);
 extern "C" int convbwd_fuzz_npy(const uint8_t* data, size_t size);
+extern "C" int convbwd_fuzz_plan(const uint8_t* data, size_t size);
 
 namespace convbwd::fuzz {
 

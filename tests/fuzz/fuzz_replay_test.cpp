@@ -61,6 +61,8 @@ TEST(FuzzReplay, CApi) { replay("capi", convbwd_fuzz_capi); }
 TEST(FuzzReplay, Descriptor) { replay("descriptor", convbwd_fuzz_descriptor); }
 TEST(FuzzRandom, CApi) { random_inputs(convbwd_fuzz_capi, 1); }
 TEST(FuzzRandom, Descriptor) { random_inputs(convbwd_fuzz_descriptor, 2); }
+TEST(FuzzReplay, Plan) { replay("plan", convbwd_fuzz_plan); }
+TEST(FuzzRandom, Plan) { random_inputs(convbwd_fuzz_plan, 4); }
 #ifdef CONVBWD_FUZZ_HAVE_NPY
 TEST(FuzzReplay, Npy) { replay("npy", convbwd_fuzz_npy); }
 TEST(FuzzRandom, Npy) { random_inputs(convbwd_fuzz_npy, 3); }

@@ -121,6 +121,32 @@ bool width_stride_fits(const Geometry& g, std::string* why) {
   return false;
 }
 
+// The per-thread scratch of both paths: regions one after another, each
+// starting on a 64-byte boundary (relative to the scratch start), sized in
+// checked arithmetic. A region's offset is only meaningful once fits() said
+// the whole layout is representable and within the workspace budget.
+class ScratchLayout {
+ public:
+  size_t region(Checked floats) {
+    const int64_t start = at_.value_or(0);
+    at_ = at_ + floats.rounded_up(16);
+    return static_cast<size_t>(start);
+  }
+  bool fits(const OpSpec& op, const PlanContext& ctx, int threads, std::string* why) const {
+    const Checked bytes = at_ * static_cast<int64_t>(sizeof(float));
+    if (!(bytes * threads).at_most(workspace_budget(op, ctx))) {
+      *why = "per-thread scratch of " + (bytes.ok() ? std::to_string(bytes.value()) : std::string("over 2^63")) +
+             " bytes exceeds the workspace budget";
+      return false;
+    }
+    return true;
+  }
+  size_t floats() const { return static_cast<size_t>(at_.value()); }
+
+ private:
+  Checked at_{0};
+};
+
 std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
@@ -139,6 +165,7 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
     *why = "empty extents are left to the zeros and reference paths";
     return nullptr;
   }
+  if (!tap_indices_fit(g, why)) return nullptr;
 
   DwPlan p;
   p.op = op.op;
@@ -212,7 +239,9 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   }
   const int threads = std::max(1, ctx.threads);
 
-  int64_t x_f = 0, y_f = 0, w_f = 0, acc_f = 0;
+  // Scratch sizes in checked arithmetic: a broadcast view of 2^57 pixels
+  // wrapped c*xd*xh*sw*lq to 0 (a heap overflow at execute).
+  Checked x_f(0), y_f(0), w_f(0), acc_f(0);
   if (op.op == Op::bwd_weights) {
     // Each task owns out-channels of one group over all of N, so no sum is
     // ever split between threads. Split K only when groups alone cannot
@@ -220,42 +249,31 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
     const int64_t want = std::min<int64_t>(p.k, (2 * threads + p.groups - 1) / p.groups);
     p.kblock = (p.k + want - 1) / want;
     p.tasks = p.groups * ((p.k + p.kblock - 1) / p.kblock);
-    x_f = p.c * p.xd * p.xh * p.sw * p.lq;
-    y_f = p.kblock * p.yd * p.yh * p.yw_pad;
-    acc_f = p.kblock * p.c * ks * W;
+    x_f = Checked(p.c) * p.xd * p.xh * p.sw * p.lq;
+    y_f = Checked(p.kblock) * p.yd * p.yh * p.yw_pad;
+    acc_f = Checked(p.kblock) * p.c * ks * W;
   } else {
     p.tasks = p.n * p.groups;
-    w_f = p.k * p.c * ks;
+    w_f = Checked(p.k) * p.c * ks;
     if (op.op == Op::fwd)
-      x_f = p.c * p.xd * p.xh * p.sw * p.lq;
+      x_f = Checked(p.c) * p.xd * p.xh * p.sw * p.lq;
     else
-      y_f = p.k * p.yd * p.yh * p.ly;
+      y_f = Checked(p.k) * p.yd * p.yh * p.ly;
   }
   p.row_len = dw_round_up(std::max({p.yw_pad, p.xw_pad, p.kw}) + 2 * W, 16);
   const int64_t row_f = 2 * p.row_len;
   // Also the tmp of packing: a padded x row of sw*lq columns, or an x row.
   const int64_t phase_f = std::max({p.sw * p.phase_pad, p.sw * p.lq, p.xw}) + W;
   // Regions start on 64-byte boundaries (relative to the scratch start).
-  size_t at = 0;
-  auto region = [&](int64_t floats) {
-    const size_t start = at;
-    at += static_cast<size_t>(dw_round_up(floats, 16));
-    return start;
-  };
-  p.off_x = region(x_f);
-  p.off_y = region(y_f);
-  p.off_w = region(w_f);
-  p.off_row = region(row_f);
-  p.off_phase = region(phase_f);
-  p.off_acc = region(acc_f);
-  p.scratch_floats = at;
-
-  const auto budget = static_cast<size_t>(workspace_budget(op, ctx));
-  if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {
-    *why = "per-thread scratch of " + std::to_string(p.scratch_floats * sizeof(float)) +
-           " bytes exceeds the workspace budget";
-    return nullptr;
-  }
+  ScratchLayout layout;
+  p.off_x = layout.region(x_f);
+  p.off_y = layout.region(y_f);
+  p.off_w = layout.region(w_f);
+  p.off_row = layout.region(Checked(row_f));
+  p.off_phase = layout.region(Checked(phase_f));
+  p.off_acc = layout.region(acc_f);
+  if (!layout.fits(op, ctx, threads, why)) return nullptr;
+  p.scratch_floats = layout.floats();
   return std::make_unique<DepthwiseKernel>(p, kernels.task, threads);
 }
 
@@ -353,20 +371,9 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     return nullptr;
   }
   if (!width_stride_fits(g, why)) return nullptr;
-  {
-    // Each thread's scratch holds an 8-channel padded plane of the larger
-    // side: bound it before any size arithmetic (double: a hostile plane of
-    // 8.5e17 pixels overflowed int64 below, a fuzz finding).
-    const Space sp = space_of(g);
-    double plane = 1;
-    for (int d = 0; d < 3; ++d)
-      plane *= static_cast<double>(std::max(sp.x[d], sp.y[d])) +
-               2.0 * static_cast<double>(sp.k[d]) * static_cast<double>(sp.d[d]);
-    if (plane * 8 * 4 * std::max(ctx.threads, 1) > static_cast<double>(workspace_budget(op, ctx))) {
-      *why = "an 8-channel plane per thread exceeds the workspace budget";
-      return nullptr;
-    }
-  }
+  // Strides or paddings of 2^56 and more overflowed the padded plane's
+  // extents below (wrong results, reads out of bounds).
+  if (!tap_indices_fit(g, why)) return nullptr;
   DwClPlan p;
   p.op = op.op;
   p.rounding = op.rounding;
@@ -457,6 +464,12 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     p.srcw = p.xw;
     p.srcw8 = p.xw8;
     p.rw = std::max(lw, p.bw + p.srcw8);
+    // Each tap's offset lies inside the padded plane, so the plane's size
+    // bounds them: check it first (a fuzz finding: 2^31 * 2^36 overflowed).
+    if (!(Checked(p.ld) * p.lh * p.rw * W).ok()) {
+      *why = "the padded plane's size overflows 64 bits";
+      return nullptr;
+    }
     for (int64_t rd = 0; rd < p.kd; ++rd)
       for (int64_t rh = 0; rh < p.kh; ++rh)
         for (int64_t r = 0; r < p.kw; ++r)
@@ -465,22 +478,18 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   const int threads = std::max(1, ctx.threads);
   p.tasks = op.op == Op::bwd_weights ? p.blocks : p.n * p.blocks;
   p.ahead = threads;
-  size_t at = 0;
-  auto region = [&](int64_t floats) {
-    const size_t start = at;
-    at += static_cast<size_t>(dw_round_up(floats, 16));
-    return start;
-  };
+  ScratchLayout layout;
+  const bool wgrad = op.op == Op::bwd_weights;
   const int64_t out_row = op.op == Op::fwd ? p.yw8 : p.xw8;
-  p.off_in = region(p.ld * p.lh * p.rw * W);
-  p.off_y = region(op.op == Op::bwd_weights ? p.yd * p.yh * p.yw8 * W : 0);
-  p.off_w = region(op.op == Op::bwd_weights ? 0 : ks * p.cin * W);
-  p.off_row = region(op.op == Op::bwd_weights ? 0 : out_row * W);
+  p.off_in = layout.region(Checked(p.ld) * p.lh * p.rw * W);
+  p.off_y = layout.region(wgrad ? Checked(p.yd) * p.yh * p.yw8 * W : Checked(0));
+  p.off_w = layout.region(Checked(wgrad ? 0 : ks * p.cin * W));
+  p.off_row = layout.region(Checked(wgrad ? 0 : out_row * W));
   // tmp: an output row on its way back to NCHW (8 channel rows of yw8 or
   // xw8), or a weight row's kw values. Packing reads straight into registers.
-  p.off_tmp = region(W * std::max({p.yw8, p.xw8, dw_round_up(p.kw, W)}));
-  p.off_acc = region(op.op == Op::bwd_weights ? ks * p.kg * W : 0);
-  p.off_wtmp = region(op.op == Op::bwd_weights ? 0 : (grouped ? p.kg : W) * p.cg * ks);
+  p.off_tmp = layout.region(Checked(W) * std::max({p.yw8, p.xw8, dw_round_up(p.kw, W)}));
+  p.off_acc = layout.region(Checked(wgrad ? ks * p.kg * W : 0));
+  p.off_wtmp = layout.region(Checked(wgrad ? 0 : (grouped ? p.kg : W) * p.cg * ks));
   {
     const DwView& v = p.b;
     p.w_dense = (p.kw == 1 || v.sw == 1) && (p.kh == 1 || v.sh == p.kw) && (p.kd == 1 || v.sd == p.kh * p.kw) &&
@@ -492,19 +501,14 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     const bool planes_contiguous = p.dst.sw == 1 && (oh == 1 || p.dst.sh == ow) && (od == 1 || p.dst.sd == oh * ow);
     // Eight planes plus the slack one row's vector tail spills into; beyond
     // about 1 MiB the buffer would leave L2 and row mode is as good.
-    const int64_t stride = dw_round_up(od * oh * ow, 16) + 16;
-    if (planes_contiguous && stride <= (int64_t{1} << 20) / (W * 4)) {
-      p.plane_stride = stride;
-      p.off_plane = region(W * stride);
+    const Checked stride = (Checked(od) * oh * ow).rounded_up(16) + 16;
+    if (planes_contiguous && stride.at_most((int64_t{1} << 20) / (W * 4))) {
+      p.plane_stride = stride.value();
+      p.off_plane = layout.region(Checked(W) * stride);
     }
   }
-  p.scratch_floats = at;
-  const auto budget = static_cast<size_t>(workspace_budget(op, ctx));
-  if (p.scratch_floats * sizeof(float) * static_cast<size_t>(threads) > budget) {
-    *why = "per-thread scratch of " + std::to_string(p.scratch_floats * sizeof(float)) +
-           " bytes exceeds the workspace budget";
-    return nullptr;
-  }
+  if (!layout.fits(op, ctx, threads, why)) return nullptr;
+  p.scratch_floats = layout.floats();
   const ClTaskFn fn = kernel_config(ctx.isa).depthwise.cl_task;
   return std::make_unique<DepthwiseClKernel>(std::move(p), fn, ctx.isa, threads);
 }
