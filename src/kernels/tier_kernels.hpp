@@ -38,3 +38,13 @@ CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)
 CONVBWD_DECLARE_TIER_KERNELS(avx2, 6x16)
 CONVBWD_DECLARE_TIER_KERNELS(avx512, 8x32)
 CONVBWD_DECLARE_TIER_KERNELS(avx512_emu, 8x32)
+
+// The bf16 pair kernels (kernels/gemm.hpp) of the tiers with vdpbf16ps.
+#define CONVBWD_DECLARE_BF16_GEMM_KERNELS(ns, gemm_shape)   \
+  namespace convbwd::detail::ns {                         \
+  void bf16_gemm_##gemm_shape##_gather(const MicroArgs&);  \
+  void bf16_gemm_##gemm_shape##_strided(const MicroArgs&); \
+  }
+
+CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512, 8x32)
+CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512_emu, 8x32)

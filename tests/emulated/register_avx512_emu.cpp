@@ -16,8 +16,19 @@ const KernelConfig kAvx512Emulated = {
     &avx2::to_channels_last, &avx2::store_row, &avx2::any_nonfinite,
     {8, &avx2::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, &avx2::bias_task};
 
+// The avx512_bf16 tier: the same, plus the pair kernels built on simd.hpp's
+// emulation of vdpbf16ps.
+const KernelConfig kAvx512Bf16Emulated = [] {
+  KernelConfig c = kAvx512Emulated;
+  c.isa = Isa::avx512_bf16;
+  c.bf16 = {8, 32, &avx512_emu::bf16_gemm_8x32_gather, &avx512_emu::bf16_gemm_8x32_strided,
+            "bf16_gemm_8x32_avx512_emu"};
+  return c;
+}();
+
 const bool kRegistered = [] {
   if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Emulated);
+  if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Bf16Emulated);
   return true;
 }();
 
