@@ -38,9 +38,25 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
     d[w * pitch + c] = zero_nonfinite && bf16_nonfinite(x) ? uint16_t{0} : x;
   };
   // Read the source along its unit stride (pixels of a planar image,
-  // channels of a channels-last one).
+  // channels of a channels-last one). Planar: two channel rows at a time,
+  // each pixel's pair stored as one 32-bit word (half the scattered stores).
   if (wstride == 1 && cstride != 1) {
-    for (int64_t c = 0; c < nc; ++c)
+    uint32_t* const d32 = reinterpret_cast<uint32_t*>(o);
+    int64_t c = 0;
+    for (; c + 1 < nc; c += 2) {
+      const uint16_t* even = s + c * cstride;
+      const uint16_t* odd = even + cstride;
+      for (int64_t w = 0; w < nw; ++w) {
+        uint16_t x = even[w], y = odd[w];
+        nonfinite |= bf16_nonfinite(x) | bf16_nonfinite(y);
+        if (zero_nonfinite) {
+          x = bf16_nonfinite(x) ? uint16_t{0} : x;
+          y = bf16_nonfinite(y) ? uint16_t{0} : y;
+        }
+        d32[w * cp + c / 2] = uint32_t{x} | uint32_t{y} << 16;
+      }
+    }
+    for (; c < nc; ++c)
       for (int64_t w = 0; w < nw; ++w) put(w, c, s[c * cstride + w]);
   } else {
     for (int64_t w = 0; w < nw; ++w)
