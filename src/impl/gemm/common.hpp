@@ -1,6 +1,7 @@
 // Shared pieces of the dense GEMM paths: the 3-deep spatial description, the
-// channels-last fp32 image copies every path computes from, weight packing
-// and storing fp32 tiles into any strided output view.
+// channels-last fp32 image copies every path computes from (bf16 pairs for
+// the bf16 kernels of the gather path), weight packing and storing fp32
+// tiles into any strided output view.
 //
 // Why channels-last copies: with channels innermost, every reduction step of
 // every operation reads a contiguous run of channels (one vector of 16 for the

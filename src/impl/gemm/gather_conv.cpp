@@ -14,6 +14,11 @@
 // (phase + pad - r*dilation) divisible by s reach it, and they read the
 // gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
 // product with an inserted zero is ever computed and nothing is scattered.
+//
+// bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) are
+// copied and packed as bf16 pairs of reduced channels instead of fp32, and
+// each kernel step multiplies a pair (kernels/gemm.hpp): the tables below
+// then count pairs where they count reduced channels.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
