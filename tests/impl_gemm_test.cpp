@@ -97,6 +97,24 @@ TEST(ImplGemm, Dtypes) {
   check_both("mb2ic10ih6oc9kh3sh2ph1_dtf16:bf16:f32");
   check_both("mb2ic10ih6oc9kh3sh2ph1_dtbf16_tr");
 }
+// bf16 operands on a tier with bf16 pair kernels (avx512_bf16, natively or
+// emulated) stay bf16 in the gather path's copies and packs: odd reductions
+// (a padded last pair), channel tails, stride phases, dilation, groups with
+// odd channels per group, 1D, 3D, transposed, a reduction of 600 channels
+// (300 pairs: more than one 256-step chunk, a run split across chunks), HF32
+// (which leaves bf16 as it is), channels-last and exact fills.
+TEST(ImplGemm, Bf16PairsInTheGatherPath) {
+  for (const char* d : {"mb2ic7ih6oc9kh3ph1_dtbf16", "mb2ic9ih6oc7kh3ph1_dtbf16", "mb2ic17ih11oc21kh3sh2ph1_dtbf16",
+                        "mb2ic9ih12oc19kh3dh2ph2_dtbf16", "mb2ic15ih7oc21kh3ph1g3_dtbf16",
+                        "mb2ic13iw40oc11kw3sw2pw1_dtbf16", "mb1ic7id6oc9kd3pd1_dtbf16", "mb1ic5id7oc3kd2sd2_tr_dtbf16",
+                        "mb2ic9ih5oc13kh4sh2ph1_tr_dtbf16", "mb1ic40ih4oc600kh3ph1_dtbf16",
+                        "mb2ic18ih7oc21kh3ph1_dtbf16_math3"})
+    check(d, Gradient::input);
+  check("mb2ic19ih5iw7oc33kh3ph1_dtbf16", Gradient::input, Layout::channels_last, Layout::padded);
+  check("mb2ic21ih6oc19kh3sh2ph1_dtbf16", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+  check("mb2ic21ih6oc19kh3sh2ph1_tr_dtbf16", Gradient::input, Layout::reversed, Layout::channels_last,
+        Fill::small_ints);
+}
 TEST(ImplGemm, OperandRounding) {
   check_both("mb2ic18ih7oc20kh3ph1_math1");
   check_both("mb2ic18ih4iw17oc20kh3ph1_math1");

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -117,6 +119,246 @@ TEST(KernelGemm, EveryTierAgainstTheContract) {
   }
 }
 
+// The bf16 pair kernels (kernels/gemm.hpp) of every tier that has them.
+std::vector<TierGemm> bf16_kernels() {
+  std::vector<TierGemm> v;
+  for (Isa i : kAllIsas) {
+    if (const KernelConfig* n = native_kernel_config(i); n && n->bf16.gather) v.push_back({tier_name(*n), n->bf16});
+    if (const KernelConfig* e = emulated_kernel_config(i); e && e->bf16.gather)
+      v.push_back({tier_name(*e), e->bf16});
+  }
+  return v;
+}
+
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  EXPECT_EQ(u & 0xffffu, 0u) << f << " is not a bf16 value";
+  return static_cast<uint16_t>(u >> 16);
+}
+float bf16_value(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+// A 32-bit slot holding a pair (lo = reduction index 2t, hi = 2t+1), typed
+// float as MicroArgs wants it.
+float pair_slot(uint16_t lo, uint16_t hi) {
+  const uint32_t u = uint32_t{lo} | uint32_t{hi} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+uint16_t half(float slot, int h) {
+  uint32_t u;
+  std::memcpy(&u, &slot, sizeof u);
+  return static_cast<uint16_t>(h ? u >> 16 : u & 0xffffu);
+}
+
+// As check, with pairs: small integers in both halves, and on every other
+// run the high halves of A zero, as the packing pads an odd reduction.
+void check_pairs(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng) {
+  const int mr = g.k.mr, nr = g.k.nr;
+  ASSERT_GT(mr, 0);
+  ASSERT_LE(mr, kMaxMr);
+  ASSERT_GT(nr, 0);
+  ASSERT_LE(nr, kMaxNr);
+  const int64_t as = c.as ? c.as : mr, bs = gather ? nr : (c.bs ? c.bs : nr);
+  const int64_t runs = static_cast<int64_t>(c.len.size());
+  std::uniform_int_distribution<int> val(-4, 4), gap(0, 5);
+  std::vector<int64_t> a_off(c.len.size()), b_off(c.len.size());
+  int64_t a_end = 0, b_end = 0;
+  for (int64_t r = 0; r < runs; ++r) {
+    a_off[r] = a_end + gap(rng);
+    b_off[r] = b_end + gap(rng);
+    a_end = a_off[r] + (gather ? c.len[r] : c.len[r] * as + mr) + 1;
+    b_end = b_off[r] + c.len[r] * bs + nr + 1;
+  }
+  auto random_slot = [&](bool zero_hi) {
+    return pair_slot(bf16_bits(static_cast<float>(val(rng))), zero_hi ? 0 : bf16_bits(static_cast<float>(val(rng))));
+  };
+  std::vector<std::vector<float>> a(gather ? mr : 1, std::vector<float>(static_cast<size_t>(a_end + 8)));
+  for (auto& row : a)
+    for (float& x : row) x = random_slot(false);
+  // Odd-indexed runs: A's high halves zero (a padded odd reduction).
+  for (int64_t r = 1; r < runs; r += 2)
+    for (int64_t t = 0; t < c.len[r]; ++t)
+      for (int i = 0; i < mr; ++i) {
+        float& x = gather ? a[i][a_off[r] + t] : a[0][a_off[r] + t * as + i];
+        x = pair_slot(half(x, 0), 0);
+      }
+  std::vector<float> b(static_cast<size_t>(b_end + 8));
+  for (float& x : b) x = random_slot(false);
+  std::vector<float> acc(static_cast<size_t>(mr * nr)), want(acc.size());
+  for (size_t i = 0; i < acc.size(); ++i) acc[i] = want[i] = c.accumulate ? static_cast<float>(val(rng)) : 1e9f;
+  if (!c.accumulate) std::fill(want.begin(), want.end(), 0.0f);
+  for (int64_t r = 0; r < runs; ++r)
+    for (int64_t t = 0; t < c.len[r]; ++t)
+      for (int i = 0; i < mr; ++i) {
+        const float av = gather ? a[i][a_off[r] + t] : a[0][a_off[r] + t * as + i];
+        for (int j = 0; j < nr; ++j) {
+          const float bv = b[b_off[r] + t * bs + j];
+          for (int h = 0; h < 2; ++h) want[i * nr + j] += bf16_value(half(av, h)) * bf16_value(half(bv, h));
+        }
+      }
+  MicroArgs ka;
+  for (int i = 0; i < (gather ? mr : 1); ++i) ka.a[i] = a[i].data();
+  ka.b = b.data();
+  ka.as = as;
+  ka.bs = bs;
+  ka.a_off = a_off.data();
+  ka.b_off = b_off.data();
+  ka.len = c.len.data();
+  ka.runs = runs;
+  ka.acc = acc.data();
+  ka.accumulate = c.accumulate;
+  (gather ? g.k.gather : g.k.strided)(ka);
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j)
+      ASSERT_EQ(acc[i * nr + j], want[i * nr + j])
+          << g.k.name << (gather ? " gather" : " strided") << " runs " << runs << " as " << as << " bs " << bs
+          << " accumulate " << c.accumulate << " at (" << i << ", " << j << ")";
+}
+
+const std::vector<Case>& contract_cases() {
+  static const std::vector<Case> cases = {
+      {{}, 0, 0, false},          {{}, 0, 0, true},           {{1}, 0, 0, false},
+      {{2}, 0, 0, true},          {{3}, 0, 0, false},         {{4}, 0, 0, false},
+      {{5}, 0, 0, true},          {{7}, 0, 0, false},         {{17}, 0, 0, false},
+      {{64}, 0, 0, true},         {{0, 3, 0}, 0, 0, false},   {{1, 1, 1, 1, 1}, 0, 0, true},
+      {{9, 2, 31}, 0, 0, false},  {{6}, 40, 0, false},        {{5, 3}, 13, 0, true},
+      {{4, 9}, 0, 48, false},     {{11}, 7, 80, true},        {{300}, 0, 0, false},
+  };
+  return cases;
+}
+
+TEST(KernelGemm, Bf16PairsAgainstTheContract) {
+  const std::vector<TierGemm> kernels = bf16_kernels();
+  if (kernels.empty()) GTEST_SKIP() << "no tier with bf16 pair kernels runs here";
+  std::mt19937 rng(20261202);
+  for (const TierGemm& g : kernels) {
+    SCOPED_TRACE(g.name + " " + g.k.name);
+    for (bool gather : {true, false})
+      for (const Case& c : contract_cases()) {
+        if (gather && (c.bs != 0 || c.as != 0)) continue;
+        check_pairs(g, gather, c, rng);
+        if (HasFatalFailure()) return;
+      }
+  }
+}
+
+// One step of one lane, acc + the pair (a_lo, a_hi) . (b_lo, b_hi), through
+// a kernel (every row and column get the same operands).
+float one_step(const TierGemm& g, float acc0, float a_lo, float a_hi, float b_lo, float b_hi) {
+  const int mr = g.k.mr, nr = g.k.nr;
+  const float a = pair_slot(bf16_bits(a_lo), bf16_bits(a_hi));
+  std::vector<float> arow(1, a), brow(static_cast<size_t>(nr), pair_slot(bf16_bits(b_lo), bf16_bits(b_hi)));
+  std::vector<float> astrided(static_cast<size_t>(mr), a);
+  std::vector<float> acc(static_cast<size_t>(mr * nr), acc0);
+  const int64_t off = 0, len = 1;
+  MicroArgs ka;
+  for (int i = 0; i < mr; ++i) ka.a[i] = arow.data();
+  ka.b = brow.data();
+  ka.bs = nr;
+  ka.a_off = &off;
+  ka.b_off = &off;
+  ka.len = &len;
+  ka.runs = 1;
+  ka.acc = acc.data();
+  ka.accumulate = true;
+  g.k.gather(ka);
+  for (float x : acc) EXPECT_EQ(std::memcmp(&x, &acc[0], sizeof x), 0) << g.k.name << ": lanes differ";
+  std::vector<float> acc2(acc.size(), acc0);
+  ka.a[0] = astrided.data();
+  ka.as = 1;
+  ka.acc = acc2.data();
+  g.k.strided(ka);
+  EXPECT_EQ(std::memcmp(&acc2[0], &acc[0], sizeof(float)), 0) << g.k.name << ": strided differs from gather";
+  return acc[0];
+}
+
+// What the ISA manual defines for vdpbf16ps, which the emulated kernels must
+// follow as the native ones do: the high products are added first, each
+// addition rounded (not one fused dot product), denormal bf16 inputs and
+// accumulators read as zero, denormal sums flushed to zero.
+TEST(KernelGemm, Bf16PairsFollowTheInstructionsDefinition) {
+  const std::vector<TierGemm> kernels = bf16_kernels();
+  if (kernels.empty()) GTEST_SKIP() << "no tier with bf16 pair kernels runs here";
+  for (const TierGemm& g : kernels) {
+    SCOPED_TRACE(g.name + " " + g.k.name);
+    // 1 + 2^-24 ties to 1 (even), then + 2^-23 is 1 + 2^-23. Low first
+    // (1 + 2^-23, then a tie to even) or fused would give 1 + 2^-22.
+    EXPECT_EQ(one_step(g, 1.0f, 0x1p-23f, 0x1p-24f, 1.0f, 1.0f), 1.0f + 0x1p-23f);
+    // Low half larger: 1 + 2^-24 (tie to 1) after 1 + 2^-23: 1 + 2^-22.
+    EXPECT_EQ(one_step(g, 1.0f, 0x1p-24f, 0x1p-23f, 1.0f, 1.0f), 1.0f + 0x1p-22f);
+    // A product below fp32's normal range is flushed: 2^-70 * 2^-70.
+    EXPECT_EQ(one_step(g, 0.0f, 0x1p-70f, 0.0f, 0x1p-70f, 0.0f), 0.0f);
+    // A bf16 denormal (2^-133) reads as zero, even times 2^100.
+    EXPECT_EQ(one_step(g, 1.0f, 0x1p-133f, 0.0f, 0x1p100f, 0.0f), 1.0f);
+    // A denormal accumulator reads as zero.
+    EXPECT_EQ(one_step(g, 0x1p-140f, 0.0f, 0.0f, 0.0f, 0.0f), 0.0f);
+    // Inf * 0 and Inf - Inf are NaN, Inf passes through.
+    EXPECT_TRUE(std::isnan(one_step(g, 0.0f, INFINITY, 0.0f, 0.0f, 1.0f)));
+    EXPECT_TRUE(std::isnan(one_step(g, 0.0f, INFINITY, INFINITY, 1.0f, -1.0f)));
+    EXPECT_EQ(one_step(g, 1.0f, INFINITY, 2.0f, 1.0f, 1.0f), INFINITY);
+    EXPECT_TRUE(std::isnan(one_step(g, NAN, 1.0f, 1.0f, 1.0f, 1.0f)));
+  }
+}
+
+// Where the CPU has the instruction, the emulation is held to it bit for bit
+// on random finite bf16 patterns of every exponent, denormals included.
+TEST(KernelGemm, EmulatedBf16PairsMatchTheNativeBitForBit) {
+  const KernelConfig* n = native_kernel_config(Isa::avx512_bf16);
+  const KernelConfig* e = emulated_kernel_config(Isa::avx512_bf16);
+  if (!n || !e || !n->bf16.gather || !e->bf16.gather) GTEST_SKIP() << "needs the native and the emulated tier";
+  ASSERT_EQ(n->bf16.mr, e->bf16.mr);
+  ASSERT_EQ(n->bf16.nr, e->bf16.nr);
+  const int mr = n->bf16.mr, nr = n->bf16.nr;
+  std::mt19937 rng(7);
+  // Exponents near the ends of the range too, so that denormal inputs,
+  // flushed sums and overflow to Inf all occur.
+  std::uniform_int_distribution<int> bits(0, 0xffff), expo(0, 254);
+  auto random_bf16 = [&] {
+    uint16_t h = static_cast<uint16_t>(bits(rng));
+    const int ex = expo(rng) < 32 ? 0 : (expo(rng) % 3 == 0 ? 1 + bits(rng) % 20 : 100 + bits(rng) % 54);
+    h = static_cast<uint16_t>((h & 0x807fu) | ex << 7);
+    return h;
+  };
+  const int64_t len = 57;
+  std::vector<std::vector<float>> a(static_cast<size_t>(mr), std::vector<float>(len));
+  for (auto& row : a)
+    for (float& x : row) x = pair_slot(random_bf16(), random_bf16());
+  std::vector<float> b(static_cast<size_t>(len * nr));
+  for (float& x : b) x = pair_slot(random_bf16(), random_bf16());
+  for (int trial = 0; trial < 2; ++trial) {
+    std::vector<float> acc_n(static_cast<size_t>(mr * nr)), acc_e(acc_n.size());
+    for (float& x : acc_n) x = bf16_value(random_bf16());
+    acc_e = acc_n;
+    const int64_t off = 0;
+    MicroArgs ka;
+    for (int i = 0; i < mr; ++i) ka.a[i] = a[static_cast<size_t>(i)].data();
+    ka.b = b.data();
+    ka.bs = nr;
+    ka.a_off = &off;
+    ka.b_off = &off;
+    ka.len = &len;
+    ka.runs = 1;
+    ka.accumulate = trial == 1;
+    ka.acc = acc_n.data();
+    n->bf16.gather(ka);
+    ka.acc = acc_e.data();
+    e->bf16.gather(ka);
+    for (size_t i = 0; i < acc_n.size(); ++i) {
+      if (std::isnan(acc_n[i])) {
+        EXPECT_TRUE(std::isnan(acc_e[i])) << i;
+        continue;
+      }
+      EXPECT_EQ(std::memcmp(&acc_n[i], &acc_e[i], sizeof(float)), 0) << i << ": " << acc_n[i] << " vs " << acc_e[i];
+    }
+  }
+}
+
 // Each tier that runs here is listed, so a tier cannot drop out of the test
 // silently: AVX2 CPUs run avx2 natively and avx512 emulated at least.
 TEST(KernelGemm, TheListHasEveryTierThatRunsHere) {
@@ -129,6 +371,14 @@ TEST(KernelGemm, TheListHasEveryTierThatRunsHere) {
   }
   if (cpu_has(Isa::avx512)) {
     EXPECT_NE(std::find(names.begin(), names.end(), "avx512"), names.end());
+  }
+  std::vector<std::string> bf16_names;
+  for (const TierGemm& g : bf16_kernels()) bf16_names.push_back(g.name);
+  if (cpu_has(Isa::avx2)) {
+    EXPECT_NE(std::find(bf16_names.begin(), bf16_names.end(), "avx512_bf16_emu"), bf16_names.end());
+  }
+  if (cpu_has(Isa::avx512_bf16)) {
+    EXPECT_NE(std::find(bf16_names.begin(), bf16_names.end(), "avx512_bf16"), bf16_names.end());
   }
 }
 

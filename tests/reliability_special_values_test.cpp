@@ -106,6 +106,10 @@ const char* const kShapes[] = {
     "mb1ic17id3ih3iw4oc18kd2kh2kw3pd1pw1",
     "mb2ic24iw9oc32kw1",
     "mb2ic17ih5oc18kh3ph1_dtbf16",
+    // bf16 pairs in the gather path (avx512_bf16): odd reductions, stride
+    // phases, transposed.
+    "mb2ic17ih7oc19kh3sh2ph1_dtbf16",
+    "mb1ic17ih5iw4oc19kh3kw2sh2sw2ph1pw1_tr_dtbf16",
     "mb2ic17iw7oc18kw3sw2pw2_tr_dtf16",
     "mb2ic17ih5oc18kh3ph1_math1",
     "mb2ic17ih5oc18kh3ph1_math2",

@@ -19,11 +19,23 @@ constinit const KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, 
 constinit const KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
 constinit const KernelConfig kAvx512 = CONVBWD_AVX512_TIER_CONFIG(avx512, false);
 
+// The avx512 tier plus the vdpbf16ps pair kernels for bf16 operands
+// (kernels/avx512/bf16_gemm_avx512.cpp); everything else is avx512's.
+constexpr KernelConfig with_bf16(KernelConfig c, Isa tier, GemmKernels bf16) {
+  c.isa = tier;
+  c.bf16 = bf16;
+  return c;
+}
+constinit const KernelConfig kAvx512Bf16 =
+    with_bf16(kAvx512, Isa::avx512_bf16,
+              {8, 32, &avx512::bf16_gemm_8x32_gather, &avx512::bf16_gemm_8x32_strided, "bf16_gemm_8x32_avx512"});
+
 const KernelConfig* native(Isa i) {
   switch (i) {
     case Isa::scalar: return &kScalar;
     case Isa::avx2: return &kAvx2;
     case Isa::avx512: return &kAvx512;
+    case Isa::avx512_bf16: return &kAvx512Bf16;
     default: return nullptr;
   }
 }
@@ -53,7 +65,7 @@ const KernelConfig& kernel_config(Isa i) {
     return e && std::strcmp(e, "1") == 0;
   }();
   // The highest tier at or below i that has kernels: a tier without kernels
-  // of its own (today avx512_bf16 and amx: issue 15) runs the one below it.
+  // of its own (today amx: issue 15) runs the one below it.
   for (int t = static_cast<int>(i); t > 0; --t) {
     const Isa tier = static_cast<Isa>(t);
     const KernelConfig* n = native(tier);

@@ -46,6 +46,10 @@ struct KernelConfig {
   AnyNonfinite any_nonfinite = nullptr;
   DepthwiseKernels depthwise;
   BiasKernels bias;
+  // The bf16 pair kernels (kernels/gemm.hpp), for tiers with bf16 arithmetic;
+  // null gather/strided elsewhere (bf16 operands then widen to fp32). Last,
+  // so that configs without them need not name it.
+  GemmKernels bf16 = {};
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

@@ -72,3 +72,13 @@ CONVBWD_DECLARE_TIER_GEMM(avx512, 8x32)
 CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 8x32)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)
+
+// The bf16 pair kernels (kernels/gemm.hpp) of the tiers with vdpbf16ps.
+#define CONVBWD_DECLARE_BF16_GEMM_KERNELS(ns, gemm_shape)   \
+  namespace convbwd::detail::ns {                         \
+  void bf16_gemm_##gemm_shape##_gather(const MicroArgs&);  \
+  void bf16_gemm_##gemm_shape##_strided(const MicroArgs&); \
+  }
+
+CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512, 8x32)
+CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512_emu, 8x32)

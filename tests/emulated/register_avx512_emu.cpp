@@ -12,8 +12,19 @@ namespace {
 
 const KernelConfig kAvx512Emulated = CONVBWD_AVX512_TIER_CONFIG(avx512_emu, true);
 
+// The avx512_bf16 tier: the same, plus the pair kernels built on simd.hpp's
+// emulation of vdpbf16ps.
+const KernelConfig kAvx512Bf16Emulated = [] {
+  KernelConfig c = kAvx512Emulated;
+  c.isa = Isa::avx512_bf16;
+  c.bf16 = {8, 32, &avx512_emu::bf16_gemm_8x32_gather, &avx512_emu::bf16_gemm_8x32_strided,
+            "bf16_gemm_8x32_avx512_emu"};
+  return c;
+}();
+
 const bool kRegistered = [] {
   if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Emulated);
+  if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Bf16Emulated);
   return true;
 }();
 

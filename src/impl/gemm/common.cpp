@@ -14,6 +14,60 @@ void ImageCopy::finish_rows(float* o, int64_t pixels, int64_t nc, bool zero_nonf
     for (int64_t w = 0; w < pixels; ++w) std::memset(o + w * cp + nc, 0, static_cast<size_t>(cp - nc) * sizeof(float));
 }
 
+namespace {
+
+constexpr bool bf16_nonfinite(uint16_t v) { return (v & 0x7f80u) == 0x7f80u; }
+
+}  // namespace
+
+void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, int64_t wstride, int64_t nc,
+                          int64_t nw, float* o, bool zero_nonfinite, bool* found) const {
+  if (!pairs) {
+    convert(base, v.dtype, rounding, src_index, cstride, wstride, nc, nw, o, cp);
+    finish_rows(o, nw, nc, zero_nonfinite);
+    if (found && check(o, nw * cp)) *found = true;
+    return;
+  }
+  // bf16 pairs: channel c of pixel w is half-word c of the pixel's 2*cp.
+  const uint16_t* s = static_cast<const uint16_t*>(base) + src_index;
+  uint16_t* const d = reinterpret_cast<uint16_t*>(o);
+  const int64_t pitch = 2 * cp;
+  unsigned nonfinite = 0;
+  auto put = [&](int64_t w, int64_t c, uint16_t x) {
+    nonfinite |= bf16_nonfinite(x);
+    d[w * pitch + c] = zero_nonfinite && bf16_nonfinite(x) ? uint16_t{0} : x;
+  };
+  // Read the source along its unit stride (pixels of a planar image,
+  // channels of a channels-last one). Planar: two channel rows at a time,
+  // each pixel's pair stored as one 32-bit word (half the scattered stores).
+  if (wstride == 1 && cstride != 1) {
+    uint32_t* const d32 = reinterpret_cast<uint32_t*>(o);
+    int64_t c = 0;
+    for (; c + 1 < nc; c += 2) {
+      const uint16_t* even = s + c * cstride;
+      const uint16_t* odd = even + cstride;
+      for (int64_t w = 0; w < nw; ++w) {
+        uint16_t x = even[w], y = odd[w];
+        nonfinite |= bf16_nonfinite(x) | bf16_nonfinite(y);
+        if (zero_nonfinite) {
+          x = bf16_nonfinite(x) ? uint16_t{0} : x;
+          y = bf16_nonfinite(y) ? uint16_t{0} : y;
+        }
+        d32[w * cp + c / 2] = uint32_t{x} | uint32_t{y} << 16;
+      }
+    }
+    for (; c < nc; ++c)
+      for (int64_t w = 0; w < nw; ++w) put(w, c, s[c * cstride + w]);
+  } else {
+    for (int64_t w = 0; w < nw; ++w)
+      for (int64_t c = 0; c < nc; ++c) put(w, c, s[c * cstride + w * wstride]);
+  }
+  if (pitch > nc)
+    for (int64_t w = 0; w < nw; ++w)
+      std::memset(d + w * pitch + nc, 0, static_cast<size_t>(pitch - nc) * sizeof(uint16_t));
+  if (found && nonfinite) *found = true;
+}
+
 void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite,
                            bool* found) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
@@ -29,7 +83,8 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       std::memset(out, 0, static_cast<size_t>(ext[1] * row) * sizeof(float));
       continue;
     }
-    const int64_t c0 = cb * cp, nc = std::min(cp, cg - c0);
+    const int64_t per_block = pairs ? 2 * cp : cp;  // channels
+    const int64_t c0 = cb * per_block, nc = std::min(per_block, cg - c0);
     // Unpadded rows that follow each other in the source as in the copy
     // (1x1 layers) convert as one run of pixels: the vector converter works
     // 8 pixels at a time, and a 7x7 image's rows were all tails. Unpadded:
@@ -39,10 +94,8 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
     if (lo[1] == 0 && lo[2] == 0 && src[1] == ext[1] && src[2] == ext[2] &&
         (ext[1] == 1 || st.sp[1] == ext[2] * st.sp[2])) {
       const int64_t pixels = ext[1] * ext[2];
-      convert(base, v.dtype, rounding, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, st.sp[2],
-              nc, pixels, out, cp);
-      finish_rows(out, pixels, nc, zero_nonfinite);
-      if (found && check(out, pixels * cp)) *found = true;
+      copy_rows(base, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, st.sp[2], nc, pixels,
+                out, zero_nonfinite, found);
       continue;
     }
     for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
@@ -56,9 +109,7 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       std::memset(o + w_hi * cp, 0, static_cast<size_t>((ext[2] - w_hi) * cp) * sizeof(float));
       const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1] +
                               (w_lo - lo[2]) * st.sp[2];
-      convert(base, v.dtype, rounding, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, cp);
-      finish_rows(o + w_lo * cp, w_hi - w_lo, nc, zero_nonfinite);
-      if (found && check(o + w_lo * cp, (w_hi - w_lo) * cp)) *found = true;
+      copy_rows(base, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, zero_nonfinite, found);
     }
   }
 }
@@ -67,8 +118,47 @@ namespace {
 constexpr int64_t kPrefetchRows = 8;
 }  // namespace
 
+void WeightPack::pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst,
+                            bool zero_nonfinite, bool* found) const {
+  const int64_t s0 = v.strides[0], s1 = v.strides[1];
+  std::array<int64_t, 3> sp{0, 0, 0};
+  for (int i = 0; i < spatial; ++i) sp[3 - spatial + i] = v.strides[2 + i];
+  const int64_t nred = red(), nsteps = steps();
+  const int64_t col_step = transpose ? s1 : s0, red_step = transpose ? s0 : s1;
+  const int64_t first = v.offset + g * k * s0;
+  const uint16_t* const src = static_cast<const uint16_t*>(base);
+  uint16_t* const d = reinterpret_cast<uint16_t*>(dst);
+  // Zero first: the columns past cols() and the pair element past an odd red.
+  std::memset(d, 0, static_cast<size_t>(nblk * block_floats()) * sizeof(float));
+  unsigned nonfinite = 0;
+  // The reduced index outermost, as in pack (a transposed weight's rows).
+  for (int64_t q = 0; q < nred; ++q)
+    for (int64_t b = 0; b < nblk; ++b) {
+      const int64_t col0 = (blk0 + b) * nr;
+      const int64_t ncols = std::min<int64_t>(nr, cols() - col0);
+      // Element (q, j) of tap r: slot (r*steps + q/2)*nr + j, half q%2.
+      uint16_t* o = d + 2 * (b * block_floats() + q / 2 * nr) + q % 2;
+      const int64_t row_q = first + col0 * col_step + q * red_step;
+      for (int64_t r0 = 0; r0 < ks[0]; ++r0)
+        for (int64_t r1 = 0; r1 < ks[1]; ++r1)
+          for (int64_t r2 = 0; r2 < ks[2]; ++r2, o += 2 * nsteps * nr) {
+            const uint16_t* row = src + row_q + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
+            for (int64_t j = 0; j < ncols; ++j) {
+              const uint16_t x = row[j * col_step];
+              nonfinite |= bf16_nonfinite(x);
+              o[2 * j] = zero_nonfinite && bf16_nonfinite(x) ? uint16_t{0} : x;
+            }
+          }
+    }
+  if (found && nonfinite) *found = true;
+}
+
 void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
                       bool* found) const {
+  if (pairs) {
+    pack_pairs(base, g, blk0, nblk, dst, zero_nonfinite, found);
+    return;
+  }
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
   std::array<int64_t, 3> sp{0, 0, 0};
   for (int i = 0; i < spatial; ++i) sp[3 - spatial + i] = v.strides[2 + i];

@@ -1,6 +1,7 @@
 // Shared pieces of the dense GEMM paths: the 3-deep spatial description, the
-// channels-last fp32 image copies every path computes from, weight packing
-// and storing fp32 tiles into any strided output view.
+// channels-last fp32 image copies every path computes from (bf16 pairs for
+// the bf16 kernels of the gather path), weight packing and storing fp32
+// tiles into any strided output view.
 //
 // Why channels-last copies: with channels innermost, every reduction step of
 // every operation reads a contiguous run of channels (one vector of 16 for the
@@ -145,8 +146,14 @@ struct ImageCopy {
   std::array<int64_t, 3> lo{0, 0, 0};
   ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
   AnyNonfinite check = scalar::any_nonfinite;         // likewise
+  // bf16 pairs (the bf16 kernels of kernels/gemm.hpp): each stored 32-bit
+  // slot holds channels 2s and 2s+1 of a bf16 source, copied bit for bit (no
+  // operand rounding applies), a zero past the last channel; cp then counts
+  // slots. Else each slot is one channel in fp32.
+  bool pairs = false;
 
-  int64_t blocks() const { return (cg + cp - 1) / cp; }
+  int64_t slots() const { return pairs ? (cg + 1) / 2 : cg; }  // per pixel, unpadded
+  int64_t blocks() const { return (slots() + cp - 1) / cp; }
   int64_t block_floats() const { return ext[0] * ext[1] * ext[2] * cp; }
   int64_t image_floats() const { return blocks() * block_floats(); }
   int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
@@ -160,6 +167,11 @@ struct ImageCopy {
   // Zeroes non-finite values (if asked) and the channels past nc of `pixels`
   // consecutive stored pixels from o.
   void finish_rows(float* o, int64_t pixels, int64_t nc, bool zero_nonfinite) const;
+  // Copies nc channels x nw pixels from source element src_index (strides as
+  // for convert) to o, pixel after pixel, in the stored format, with the
+  // padding, zero_nonfinite and found of copy_plane.
+  void copy_rows(const void* base, int64_t src_index, int64_t cstride, int64_t wstride, int64_t nc, int64_t nw,
+                 float* o, bool zero_nonfinite, bool* found) const;
 };
 
 // Packs weights for the gather kernel: [blk][tap][red][nr] per group, where
@@ -175,11 +187,15 @@ struct WeightPack {
   bool transpose = false;
   int64_t nr = 16;  // columns per block: the microkernel's nr (kernel config)
   AnyNonfinite check = scalar::any_nonfinite;  // chosen by ISA at plan time
+  // bf16 pairs along the reduction ([blk][tap][red/2][nr][2], a zero pair
+  // element past an odd red), copied bit for bit from bf16 weights; else fp32.
+  bool pairs = false;
 
   int64_t cols() const { return transpose ? c : k; }
   int64_t red() const { return transpose ? k : c; }
+  int64_t steps() const { return pairs ? (red() + 1) / 2 : red(); }  // kernel steps (32-bit slots) per tap
   int64_t blocks() const { return ceil_div(cols(), nr); }
-  int64_t block_floats() const { return taps * red() * nr; }
+  int64_t block_floats() const { return taps * steps() * nr; }
   int64_t group_floats() const { return blocks() * block_floats(); }
   // Packs blocks blk0 .. blk0+nblk-1 of group g into dst (nblk *
   // block_floats() floats, block after block).
@@ -187,7 +203,19 @@ struct WeightPack {
   // found (OpArgs::found): set to true if the blocks hold a NaN or +-Inf.
   void pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite = false,
             bool* found = nullptr) const;
+
+ private:
+  void pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
+                  bool* found) const;
 };
+
+// Whether a problem's operands can run on a tier's bf16 pair kernels: both
+// bf16 and no operand rounding (cubeMathType HF32 leaves bf16 as it is, so
+// it plans rounding none; USE_FP16 rounds to fp16 and stays on fp32 kernels).
+inline bool bf16_pairs(const OpSpec& op, const KernelConfig& cfg) {
+  return cfg.bf16.gather != nullptr && op.a.dtype == DataType::bf16 && op.b.dtype == DataType::bf16 &&
+         op.rounding == OperandRounding::none;
+}
 
 // Stores rows x cols of an fp32 tile (row stride `pitch`) into a view:
 // element (i, j) goes to row_base[i] + j * col_stride, rounded once.

@@ -14,6 +14,11 @@
 // (phase + pad - r*dilation) divisible by s reach it, and they read the
 // gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
 // product with an inserted zero is ever computed and nothing is scattered.
+//
+// bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) are
+// copied and packed as bf16 pairs of reduced channels instead of fp32, and
+// each kernel step multiplies a pair (kernels/gemm.hpp): the tables below
+// then count pairs where they count reduced channels.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -42,12 +47,19 @@ class GatherConvKernel final : public OpKernel {
     const Geometry& g = op.geo;
     const Space sp = space_of(g);
     const bool dgrad = op.op == Op::bwd_data;
-    kern_ = kernels_for(ctx.isa).gemm.gather;
-    mr_ = kernels_for(ctx.isa).gemm.mr;
-    nr_ = kernels_for(ctx.isa).gemm.nr;
-    store_ = kernels_for(ctx.isa).store_row;
+    // bf16 operands on a tier with bf16 arithmetic stay bf16: copies and
+    // packs hold pairs along the reduction, and each kernel step consumes one
+    // pair (kernels/gemm.hpp); steps_ counts those steps per tap.
+    const KernelConfig& cfg = kernels_for(ctx.isa);
+    const bool pairs = bf16_pairs(op, cfg);
+    const GemmKernels& family = pairs ? cfg.bf16 : cfg.gemm;
+    kern_ = family.gather;
+    mr_ = family.mr;
+    nr_ = family.nr;
+    store_ = cfg.store_row;
     cols_ = dgrad ? g.c : g.k;
     red_ = dgrad ? g.k : g.c;
+    const int64_t steps = pairs ? (red_ + 1) / 2 : red_;
     groups_ = g.groups;
     n_ = g.n;
     // Decline before building anything whose size follows the reduction: the
@@ -84,13 +96,15 @@ class GatherConvKernel final : public OpKernel {
     wp_.ks = sp.k;
     wp_.transpose = dgrad;
     wp_.nr = nr_;
+    wp_.pairs = pairs;
 
     src_.v = op.a;
     src_.spatial = g.spatial;
     src_.rounding = op.rounding;
     src_.groups = g.groups;
     src_.cg = red_;
-    src_.cp = pixel_pitch(red_);
+    src_.pairs = pairs;
+    src_.cp = pixel_pitch(steps);
     src_.convert = kernels_for(ctx.isa).to_channels_last;
     src_.check = kernels_for(ctx.isa).any_nonfinite;
     src_.src = dgrad ? sp.y : sp.x;
@@ -110,8 +124,8 @@ class GatherConvKernel final : public OpKernel {
           for (int64_t r2 = 0; r2 < sp.k[2]; ++r2) {
             const int64_t tap = (r0 * sp.k[1] + r1) * sp.k[2] + r2;
             ph.a_off.push_back(((r0 * sp.d[0] * src_.ext[1] + r1 * sp.d[1]) * src_.ext[2] + r2 * sp.d[2]) * src_.cp);
-            ph.b_off.push_back(tap * red_ * nr_);
-            ph.len.push_back(red_);
+            ph.b_off.push_back(tap * steps * nr_);
+            ph.len.push_back(steps);
           }
       phases_.push_back(std::move(ph));
     } else {
@@ -169,8 +183,8 @@ class GatherConvKernel final : public OpKernel {
                   ph.a_off.push_back(
                       (((q[0] - qmin[0]) * src_.ext[1] + (q[1] - qmin[1])) * src_.ext[2] + (q[2] - qmin[2])) *
                       src_.cp);
-                  ph.b_off.push_back(tap * red_ * nr_);
-                  ph.len.push_back(red_);
+                  ph.b_off.push_back(tap * steps * nr_);
+                  ph.len.push_back(steps);
                 }
             phases_.push_back(std::move(ph));
           }
@@ -188,7 +202,7 @@ class GatherConvKernel final : public OpKernel {
     // Every task streams all weight blocks once, so at least 8 tiles (48
     // pixels) per task even when their A rows overflow L2: the dilated
     // 512-channel DeepLab layer ran ~15% faster with 8 than with 4.
-    tile_group_ = std::clamp<int64_t>((512 << 10) / (mr_ * max_runs * red_ * 4), 8, kMaxTileGroup);
+    tile_group_ = std::clamp<int64_t>((512 << 10) / (mr_ * max_runs * steps * 4), 8, kMaxTileGroup);
 
     // Workspace: packed weights, then as many image copies as fit.
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
