@@ -12,12 +12,12 @@
 namespace convbwd::detail {
 namespace {
 
-constinit const KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, false, 6, 16, 6x16);
+constexpr KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, false, 6, 16, 6x16);
 // Why 6x16 on AVX2: 12 ymm accumulators + 2 B vectors + 2 alternating
 // broadcasts = the 16 registers, and each step issues 12 FMAs against 8
 // loads, which keeps both FMA pipes busy without saturating the load ports.
-constinit const KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
-constinit const KernelConfig kAvx512 = CONVBWD_AVX512_TIER_CONFIG(avx512, false);
+constexpr KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
+constexpr KernelConfig kAvx512 = CONVBWD_AVX512_TIER_CONFIG(avx512, false);
 
 // The avx512 tier plus the vdpbf16ps pair kernels for bf16 operands
 // (kernels/avx512/bf16_gemm_avx512.cpp); everything else is avx512's.
@@ -26,7 +26,7 @@ constexpr KernelConfig with_bf16(KernelConfig c, Isa tier, GemmKernels bf16) {
   c.bf16 = bf16;
   return c;
 }
-constinit const KernelConfig kAvx512Bf16 =
+constexpr KernelConfig kAvx512Bf16 =
     with_bf16(kAvx512, Isa::avx512_bf16,
               {8, 32, &avx512::bf16_gemm_8x32_gather, &avx512::bf16_gemm_8x32_strided, "bf16_gemm_8x32_avx512"});
 
