@@ -133,6 +133,19 @@ struct Buffers {
   void* grad_bias = nullptr;
 };
 
+// How many elements (of the view's dtype) each buffer of Buffers holds, from
+// its pointer. execute checks every buffer it reads or writes against the
+// largest element its view touches (offset + sum (dim-1)*stride, plus one).
+// Unrequested outputs may be 0.
+struct BufferSizes {
+  int64_t grad_output = 0;
+  int64_t input = 0;
+  int64_t weight = 0;
+  int64_t grad_input = 0;
+  int64_t grad_weight = 0;
+  int64_t grad_bias = 0;
+};
+
 namespace detail {
 struct PlanState;
 }
@@ -150,13 +163,20 @@ class CONVBWD_API Plan {
   std::string_view implementation(Gradient) const;
   // Floating-point operations of the requested gradients (2 per multiply-add).
   double flops() const;
+  // Elements each buffer must hold for execute (0 for a buffer the plan
+  // neither reads nor writes): allocate these, pass what you allocated.
+  BufferSizes buffer_sizes() const;
 
-  // Runs the plan. Checks the pointers and the workspace before writing
-  // anything; allocates nothing on the heap.
+  // Runs the plan. Checks the pointers, each buffer's size against its view
+  // and the workspace before writing anything; allocates nothing on the heap.
+  Error execute(const Buffers&, const BufferSizes&, void* workspace, size_t workspace_bytes) const;
+  // The same without the sizes: the caller vouches that every buffer holds
+  // its view (the C API's contract, where tensors carry their storage size).
   Error execute(const Buffers&, void* workspace, size_t workspace_bytes) const;
 
  private:
   explicit Plan(std::shared_ptr<const detail::PlanState> s) : s_(std::move(s)) {}
+  Error run(const Buffers&, const BufferSizes*, void* workspace, size_t workspace_bytes) const;
   std::shared_ptr<const detail::PlanState> s_;
 };
 

@@ -38,7 +38,7 @@ CaseResult run_perf(const Problem& given, const std::string& desc, const Options
     return res;
   }
   Workspace ws = make_workspace(plan->workspace_size());
-  const Buffers buffers{go.data(), in.data(), w.data(), outs[0].data(), outs[1].data(), outs[2].data()};
+  const Bound bound = bind(go, in, w, outs);
   // --cold-cache: a buffer twice the size of a large L3, rewritten before
   // each run. One byte is read back so the writes cannot be dropped.
   std::vector<unsigned char> evict(o.cold_cache ? size_t{64} << 20 : 0);
@@ -49,7 +49,7 @@ CaseResult run_perf(const Problem& given, const std::string& desc, const Options
       sink = evict[evict.size() / 2];
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const Error e = plan->execute(buffers, ws.ptr.get(), ws.bytes);
+    const Error e = plan->execute(bound.buffers, bound.sizes, ws.ptr.get(), ws.bytes);
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (e) print_error(desc + ": execute failed: " + e.message);
     return !e;
