@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "util/forward_oracle.hpp"
 
@@ -259,6 +260,31 @@ TEST(Descriptor, OfHostileProblemsDoesNotOverflow) {
 TEST(Descriptor, CanonicalFormOmitsDefaults) {
   EXPECT_EQ(parse_ok("mb2ic3ih5iw5oc3kh1kw1sh1sw1ph0pw0dh1dw1_mask111_math0_dtf32").descriptor(), "mb2ic3ih5iw5oc3oh5ow5kh1kw1");
   EXPECT_EQ(parse_ok("ic3iw7").descriptor(), "mb2ic3iw7oc3ow7kw1");
+}
+
+// The easy path reports a typo: value() of a failed Result throws with the
+// parser's message (not std::bad_variant_access), and Plan::create takes the
+// descriptor itself.
+TEST(Descriptor, ValueOfAFailedParseThrowsItsMessage) {
+  try {
+    (void)Problem::parse("mb2ic16ih32oc16kh3ph1zz9").value();
+    FAIL() << "value() of a failed parse did not throw";
+  } catch (const BadResultAccess& e) {
+    EXPECT_NE(std::string(e.what()).find("token 'zz' is unknown"), std::string::npos) << e.what();
+    EXPECT_EQ(e.error().status, Status::invalid_parameter);
+  }
+}
+
+TEST(Descriptor, PlanCreateFromADescriptor) {
+  auto bad = Plan::create("mb2ic16ih32oc16kh3ph1zz9");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("token 'zz' is unknown"), std::string::npos) << bad.error().message;
+  auto invalid = Plan::create("mb2ic4ih3oc4kh7");  // a kernel larger than the input: validation's error
+  ASSERT_FALSE(invalid);
+  EXPECT_EQ(invalid.error().status, Status::invalid_parameter);
+  auto good = Plan::create("mb2ic4ih8oc6kh3");
+  ASSERT_TRUE(good) << good.error().message;
+  EXPECT_EQ(good->problem().weight.dims, (std::vector<int64_t>{6, 4, 3, 3}));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,19 @@ struct Error {
   explicit operator bool() const { return status != Status::ok; }
 };
 
+// What value() throws on a Result that holds an Error: a programming error
+// (test ok() first), reported with the error's own message, not as a bare
+// std::bad_variant_access.
+class CONVBWD_API BadResultAccess : public std::runtime_error {
+ public:
+  explicit BadResultAccess(Error e)
+      : std::runtime_error("convbwd: value() of a failed Result: " + e.message), error_(std::move(e)) {}
+  const Error& error() const { return error_; }
+
+ private:
+  Error error_;
+};
+
 // Either a value or an Error. Small on purpose: C++20 has no std::expected.
 template <class T>
 class Result {
@@ -48,14 +62,17 @@ class Result {
   Result(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
+  T& value() & { return check(), std::get<0>(v_); }
+  const T& value() const& { return check(), std::get<0>(v_); }
+  T&& value() && { return check(), std::get<0>(std::move(v_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   const Error& error() const { return std::get<1>(v_); }
 
  private:
+  void check() const {
+    if (!ok()) throw BadResultAccess(std::get<1>(v_));
+  }
   std::variant<T, Error> v_;
 };
 
@@ -155,6 +172,9 @@ struct PlanState;
 class CONVBWD_API Plan {
  public:
   static Result<Plan> create(const Problem&);
+  // Parses a descriptor and plans it: one Result to check, whose message
+  // says what is wrong with the descriptor or with the problem it names.
+  static Result<Plan> create(std::string_view descriptor);
 
   const Problem& problem() const;
   // Bytes of scratch memory execute needs (64-byte alignment recommended).

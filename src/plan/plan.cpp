@@ -134,6 +134,12 @@ Result<Plan> Plan::create(const Problem& problem) {
   return Plan(std::move(st));
 }
 
+Result<Plan> Plan::create(std::string_view descriptor) {
+  auto problem = Problem::parse(descriptor);
+  if (!problem) return problem.error();
+  return create(problem.value());
+}
+
 const Problem& Plan::problem() const { return s_->spec.problem; }
 size_t Plan::workspace_size() const { return s_->workspace; }
 double Plan::flops() const { return s_->flops; }
