@@ -8,6 +8,7 @@
 #include "impl/registry_entries.hpp"
 #include "plan/plan_state.hpp"
 #include "problem/checked.hpp"
+#include "runtime/env.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace convbwd {
@@ -22,7 +23,7 @@ bool is_reference(const Implementation* impl) { return impl && impl->plan == kRe
 // implementation that accepts wins. With skip_reference, the reference is
 // not tried (p.kernel stays null if nothing else accepts).
 void choose(PlannedOp& p, const OpSpec& spec, const PlanContext& ctx, bool skip_reference) {
-  static const bool verbose = std::getenv("CONVBWD_VERBOSE") != nullptr;
+  static const bool verbose = detail::verbose();
   const char* const pass = ctx.budget_scale > 1 ? " (relaxed workspace budget)" : "";
   for (const Implementation& impl : implementations(spec.op)) {
     if (skip_reference && is_reference(&impl)) continue;

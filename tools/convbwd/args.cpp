@@ -2,7 +2,10 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+
+#include "runtime/thread_pool.hpp"
 
 namespace convbwd::cli {
 
@@ -93,8 +96,10 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       if (!v) return usage("--warmup=" + val + " is not an integer in [0, 1000000]");
       o.warmup = *v;
     } else if (name == "--threads") {
-      auto v = parse_int<int>(value, 1, 4096);
-      if (!v) return usage("--threads=" + val + " is not an integer in [1, 4096]");
+      auto v = parse_int<int>(value, 1, convbwd::detail::kMaxThreads);
+      if (!v)
+        return usage("--threads=" + val + " is not an integer in [1, " +
+                     std::to_string(convbwd::detail::kMaxThreads) + "]");
       o.threads = *v;
     } else if (name == "--fill") {
       if (value == "uniform") o.fill = Fill::uniform;
@@ -261,10 +266,11 @@ DATA MODE FILES (.npy)
   float type the bits are. Outputs are written the same way (bf16 as '<u2').
 
 ENVIRONMENT
-  CONVBWD_NUM_THREADS=N   default thread count (--threads overrides it)
+  CONVBWD_NUM_THREADS=N   default thread count, 1 to 256 (--threads overrides it)
   CONVBWD_ISA=scalar|avx2 force a lower instruction set than the CPU has
   CONVBWD_VERBOSE=1       print, while planning, why each implementation was
-                          chosen or declined
+                          chosen or declined (0: quiet)
+  An invalid value is reported with what is accepted, and the tool exits 2.
 )";
 }
 

@@ -22,7 +22,9 @@ int main(int argc, char** argv) {
   // Nothing should throw past the modes; if memory runs out or a library
   // throws anyway, say so instead of aborting.
   try {
-    return run(options.value());
+    const int rc = run(options.value());
+    // A variable read while planning (a test knob) refused on the way.
+    return environment_refused() ? kExitError : rc;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "problem/spec.hpp"
+#include "runtime/env.hpp"
 #include "report.hpp"
 
 namespace convbwd::cli {
@@ -121,9 +122,18 @@ int run_default(const Options& o) {
 
 }  // namespace
 
+bool environment_refused() { return !convbwd::detail::env_reports().empty(); }
+
 int run(const Options& o) {
   if (o.verbose) setenv("CONVBWD_VERBOSE", "1", 1);
   if (o.threads) convbwd::set_num_threads(*o.threads);
+  // The variables read before any plan: an invalid one stops the run before
+  // any work (the library has said which, the value and what it accepts).
+  // Those read while planning are caught by main's check at exit.
+  (void)convbwd::num_threads();
+  (void)convbwd::isa();
+  (void)convbwd::detail::verbose();
+  if (environment_refused()) return kExitError;
   if (o.no_arguments) return run_default(o);
   const Mode mode = o.mode.value_or(Mode::check);
   if (mode == Mode::data) {

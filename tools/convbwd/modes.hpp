@@ -28,6 +28,10 @@ Outcome run_data(const Options& options);
 // Everything the parsed command line asks for; returns the exit status.
 int run(const Options& options);
 
+// Whether the library refused an environment variable (or a setting) so far:
+// it printed why; the CLI then exits 2.
+bool environment_refused();
+
 // Memory a problem's tensors need in a mode (check: inputs, their absolute
 // copies, outputs and the reference's; perf: inputs and outputs), so huge
 // descriptors get a clear error instead of an allocation failure.
