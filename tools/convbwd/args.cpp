@@ -267,7 +267,8 @@ DATA MODE FILES (.npy)
 
 ENVIRONMENT
   CONVBWD_NUM_THREADS=N   default thread count, 1 to 256 (--threads overrides it)
-  CONVBWD_ISA=scalar|avx2 force a lower instruction set than the CPU has
+  CONVBWD_ISA=TIER        force a lower instruction-set tier than the one detected
+                          from the CPU's features (perf mode prints the tier in use)
   CONVBWD_VERBOSE=1       print, while planning, why each implementation was
                           chosen or declined (0: quiet)
   An invalid value is reported with what is accepted, and the tool exits 2.
