@@ -262,6 +262,33 @@ TEST(Descriptor, CanonicalFormOmitsDefaults) {
   EXPECT_EQ(parse_ok("ic3iw7").descriptor(), "mb2ic3iw7oc3ow7kw1");
 }
 
+// Messages that say what is wrong (issue 16): each of these once said
+// something else (a negative gradOutput, "has no value", or nothing).
+TEST(Descriptor, MessagesNameTheActualMistake) {
+  expect_bad("mb2ic16ih32oc16kh40",
+             {"the kernel kh40 (dilated extent 40) is larger than the padded input 32 (ih32 + ph0 + phr0)"});
+  expect_bad("mb2ic16ih32oc16kh3ph1kw40",
+             {"kernel kw40 (dilated extent 40) is larger than the padded input 34 (iw32 + pw1 + pwr1)"});
+  // With a stride the truncated division used to make this an empty output.
+  expect_bad("ic3ih3kh5sh2", {"kernel kh5 (dilated extent 5) is larger than the padded input 3"});
+  expect_bad("ic3ih5_foo", {"token 'foo' is unknown"});
+  expect_bad("ic3ih5ph-1", {"token 'ph' has a negative value; expected a non-negative integer"});
+  expect_bad("ic3ih5_tr_tr", {"token 'tr' is given twice"});
+  expect_bad("ic3ih5_dtf16_dtbf16", {"token 'dt' is given twice"});
+  expect_bad("ic3ih5_mask100_mask010", {"token 'mask' is given twice"});
+  expect_bad("ic3ih5__tr", {"empty token group at position 6"});
+  expect_bad("ic3ih5_", {"empty token group at position 6"});
+  expect_bad("_ic3ih5", {"empty token group at position 0"});
+}
+
+TEST(Descriptor, ControlBytesAreEscapedInMessages) {
+  auto p = Problem::parse("ic3ih5\x1b[31m");
+  ASSERT_FALSE(p.ok());
+  const std::string& m = p.error().message;
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << "raw escape byte in: " << m;
+  EXPECT_NE(m.find("descriptor 'ic3ih5\\x1b[31m': unexpected '\\x1b' at position 6"), std::string::npos) << m;
+}
+
 // The easy path reports a typo: value() of a failed Result throws with the
 // parser's message (not std::bad_variant_access), and Plan::create takes the
 // descriptor itself.

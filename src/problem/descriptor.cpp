@@ -8,13 +8,15 @@
 #include <map>
 
 #include "problem/checked.hpp"
+#include "problem/printable.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd {
 namespace {
 
+// Every message quotes the descriptor, its control bytes escaped.
 Error bad(std::string_view desc, std::string message) {
-  return Error{Status::invalid_parameter, "descriptor '" + std::string(desc) + "': " + message};
+  return Error{Status::invalid_parameter, "descriptor '" + detail::printable(desc) + "': " + message};
 }
 
 // Spatial families and their per-dim token names (d, h, w).
@@ -49,8 +51,13 @@ Result<Problem> Problem::parse(std::string_view desc) {
   if (desc.empty()) return bad(desc, "is empty; expected e.g. mb2ic16ih32oc16kh3ph1");
 
   size_t pos = 0;
+  bool have_dt = false, have_mask = false;
   while (pos < desc.size()) {
     if (desc[pos] == '_') {
+      // '_' separates groups of tokens; a group may not be empty.
+      if (pos == 0 || pos + 1 == desc.size() || desc[pos + 1] == '_')
+        return bad(desc, "empty token group at position " + std::to_string(pos) +
+                             "; '_' must stand between tokens");
       ++pos;
       continue;
     }
@@ -61,14 +68,17 @@ Result<Problem> Problem::parse(std::string_view desc) {
     if (end - pos > 2 && desc.substr(pos, 2) == "dt") end = pos + 2;
     const std::string name(desc.substr(pos, end - pos));
     if (name.empty())
-      return bad(desc, "unexpected '" + std::string(1, desc[pos]) + "' at position " + std::to_string(pos) +
-                           "; expected a token name such as ih");
+      return bad(desc, "unexpected '" + detail::printable(desc.substr(pos, 1)) + "' at position " +
+                           std::to_string(pos) + "; expected a token name such as ih");
     if (name == "tr") {
+      if (transposed) return bad(desc, "token 'tr' is given twice");
       transposed = true;
       pos = end;
       continue;
     }
     if (name == "dt") {
+      if (have_dt) return bad(desc, "token 'dt' is given twice");
+      have_dt = true;
       size_t stop = desc.find('_', end);
       if (stop == std::string_view::npos) stop = desc.size();
       const std::string_view val = desc.substr(end, stop - end);
@@ -92,6 +102,8 @@ Result<Problem> Problem::parse(std::string_view desc) {
       continue;
     }
     if (name == "mask") {
+      if (have_mask) return bad(desc, "token 'mask' is given twice");
+      have_mask = true;
       const std::string_view val = desc.substr(end, 3);
       if (val.size() != 3 || val.find_first_not_of("01") != std::string_view::npos ||
           (end + 3 < desc.size() && std::isdigit(static_cast<unsigned char>(desc[end + 3]))))
@@ -100,6 +112,16 @@ Result<Problem> Problem::parse(std::string_view desc) {
       pos = end + 3;
       continue;
     }
+    // Known before valued: "_foo" is an unknown token, not one without a value.
+    static const char* const kScalars[] = {"mb", "g", "ic", "oc", "math"};
+    bool known = false;
+    for (const char* s : kScalars) known |= name == s;
+    for (const Family* f : kFamilies)
+      for (int d = 0; d < 3; ++d) known |= name == token(*f, d);
+    if (!known)
+      return bad(desc, "token '" + name + "' is unknown; see convbwd --help for the descriptor syntax");
+    if (end < desc.size() && desc[end] == '-')
+      return bad(desc, "token '" + name + "' has a negative value; expected a non-negative integer");
     size_t num_end = end;
     while (num_end < desc.size() && std::isdigit(static_cast<unsigned char>(desc[num_end]))) ++num_end;
     if (num_end == end)
@@ -108,13 +130,6 @@ Result<Problem> Problem::parse(std::string_view desc) {
     const auto [ptr, ec] = std::from_chars(desc.data() + end, desc.data() + num_end, value);
     if (ec != std::errc() || ptr != desc.data() + num_end)
       return bad(desc, "value of '" + name + "' does not fit in 64 bits");
-    static const char* const kScalars[] = {"mb", "g", "ic", "oc", "math"};
-    bool known = false;
-    for (const char* s : kScalars) known |= name == s;
-    for (const Family* f : kFamilies)
-      for (int d = 0; d < 3; ++d) known |= name == token(*f, d);
-    if (!known)
-      return bad(desc, "token '" + name + "' is unknown; see convbwd --help for the descriptor syntax");
     if (v.count(name)) return bad(desc, "token '" + name + "' is given twice");
     v[name] = value;
     pos = num_end;
@@ -192,6 +207,16 @@ Result<Problem> Problem::parse(std::string_view desc) {
     detail::Checked o(0);
     if (!transposed) {
       const detail::Checked num = detail::Checked(in[d]) + pb[d] + pa[d] - 1 + detail::Checked(-1) * span;
+      // A kernel wider than the padded input has no output position; say so
+      // here, with the user's tokens, rather than imply a negative gradOutput.
+      if (num.ok() && span.ok() && num.value() < 0) {
+        const std::string dim(1, kDims[first_dim + d]);
+        return bad(desc, "the kernel k" + dim + std::to_string(k[d]) + " (dilated extent " +
+                             std::to_string(span.value() + 1) + ") is larger than the padded input " +
+                             std::to_string(in[d] + pb[d] + pa[d]) + " (i" + dim + std::to_string(in[d]) + " + p" +
+                             dim + std::to_string(pb[d]) + " + p" + dim + "r" + std::to_string(pa[d]) +
+                             ") in spatial dim '" + dim + "'; expected a kernel that fits");
+      }
       o = !num.ok() ? num : s[d] > 0 ? detail::Checked(num.value() / s[d]) + 1 : detail::Checked(0);
     } else {
       o = detail::Checked(in[d] - 1) * s[d] - pb[d] - pa[d] + span + op[d] + 1;

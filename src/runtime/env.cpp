@@ -4,28 +4,13 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "problem/printable.hpp"
+
 namespace convbwd::detail {
 namespace {
 
 std::mutex g_mutex;
 std::vector<std::string> g_reports;  // guarded by g_mutex
-
-// Control bytes and non-ASCII shown as \xNN, so a report prints what was
-// given without sending raw bytes to the terminal.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f) {
-      out += ch;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 // The variable's value, or nullptr when unset or empty.
 const char* value_of(const char* name) {

@@ -108,8 +108,12 @@ Result<Options> parse_args(int argc, const char* const* argv) {
     } else if (name == "--check-budget") {
       double v = 0;
       const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || ptr != value.data() + value.size() || !(v > 0) || v > 1e9)
+      if (ec != std::errc() || ptr != value.data() + value.size() || !(v > 0))
         return usage("--check-budget=" + val + " is not a positive number of GFLOP");
+      // The cap keeps the budget's multiply-add count far inside a double's
+      // exact integers; --check-all is the way to check everything.
+      if (v > 1e9)
+        return usage("--check-budget=" + val + " is above the cap of 1e9 GFLOP; use --check-all to check every element");
       o.check_budget_gflop = v;
     } else if (name == "--batch" || name == "--gradOutput" || name == "--input" || name == "--weight" ||
                name == "--out-dir") {

@@ -1,9 +1,13 @@
 // Dispatch: single descriptors, batches, the no-argument default.
 #include "modes.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <new>
 #include <vector>
 
 #include "problem/spec.hpp"
@@ -73,16 +77,27 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o) {
     print_error(buf);
     return res;
   }
-  if (mode == Mode::check) return run_check(parsed.value(), desc, o);
-  if (mode == Mode::perf) return run_perf(parsed.value(), desc, o);
-  // all: check, then time.
-  CaseResult c = run_check(parsed.value(), desc, o);
-  if (c.outcome == Outcome::error) return c;
-  CaseResult t = run_perf(parsed.value(), desc, o);
-  c.median_ms = t.median_ms;
-  c.gflops = t.gflops;
-  if (t.outcome == Outcome::error) c.outcome = Outcome::error;
-  return c;
+  // Under the limit, memory may still run out: say how much was asked for,
+  // and let a batch go on with its next case.
+  try {
+    if (mode == Mode::check) return run_check(parsed.value(), desc, o);
+    if (mode == Mode::perf) return run_perf(parsed.value(), desc, o);
+    // all: check, then time.
+    CaseResult c = run_check(parsed.value(), desc, o);
+    if (c.outcome == Outcome::error) return c;
+    CaseResult t = run_perf(parsed.value(), desc, o);
+    c.median_ms = t.median_ms;
+    c.gflops = t.gflops;
+    if (t.outcome == Outcome::error) c.outcome = Outcome::error;
+    return c;
+  } catch (const std::bad_alloc&) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s: out of memory; its tensors need %.2f GiB in %s mode, plus the plan's workspace",
+                  desc.c_str(), need / (1ull << 30), to_string(mode));
+    print_error(buf);
+    std::printf("%s\n", repro_line(mode, desc, o).c_str());
+    return res;
+  }
 }
 
 namespace {
@@ -148,9 +163,18 @@ int run(const Options& o) {
   std::vector<Case> cases;
   for (const std::string& d : o.descriptors) cases.push_back({d, ""});
   if (!o.batch_file.empty()) {
+    // Say why a file cannot be read: a directory opens but fails on reading.
+    std::error_code ec;
+    if (std::filesystem::is_directory(o.batch_file, ec)) {
+      print_error(o.batch_file + ": is a directory; expected a batch file with one descriptor per line");
+      return kExitError;
+    }
+    errno = 0;
     std::ifstream f(o.batch_file);
     if (!f) {
-      print_error(o.batch_file + ": cannot open the batch file");
+      const int why = errno;
+      print_error(o.batch_file + ": cannot open the batch file: " +
+                  (why ? std::strerror(why) : "reason unknown"));
       return kExitError;
     }
     std::string line;
@@ -165,7 +189,7 @@ int run(const Options& o) {
       cases.push_back({d, o.batch_file + ":" + std::to_string(n)});
     }
     if (f.bad()) {
-      print_error(o.batch_file + ": read error");
+      print_error(o.batch_file + ": read error after " + counted(static_cast<int64_t>(cases.size()), "descriptor"));
       return kExitError;
     }
     if (cases.empty()) {
@@ -182,8 +206,8 @@ int run(const Options& o) {
     std::fflush(stdout);
   }
   if (cases.size() > 1)
-    std::printf("\nsummary: %zu cases, %d PASS, %d FAIL, %d errors\n", cases.size(), tally.pass, tally.fail,
-                tally.error);
+    std::printf("\nsummary: %s, %d PASS, %d FAIL, %s\n", counted(static_cast<int64_t>(cases.size()), "case").c_str(),
+                tally.pass, tally.fail, counted(tally.error, "error").c_str());
   return tally.exit_code();
 }
 

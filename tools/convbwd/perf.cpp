@@ -80,9 +80,10 @@ CaseResult run_perf(const Problem& given, const std::string& desc, const Options
     impls += std::string(impls.empty() ? "" : " ") + gradient_name(g) + "=" + std::string(plan->implementation(g));
   }
   std::printf(
-      "perf  %s  median %s  min %s  %.2f GFLOP/s  (%.3g GFLOP; %d runs after %d warm-up%s; %d threads; isa %s)\n",
+      "perf  %s  median %s  min %s  %.2f GFLOP/s  (%.3g GFLOP; %s after %s%s; %s; isa %s)\n",
       desc.c_str(), format_ms(res.median_ms).c_str(), format_ms(min_ms).c_str(), res.gflops, plan->flops() / 1e9,
-      static_cast<int>(m), o.warmup, o.cold_cache ? ", cold cache" : "", convbwd::num_threads(),
+      counted(static_cast<int64_t>(m), "run").c_str(), counted(o.warmup, "warm-up").c_str(),
+      o.cold_cache ? ", cold cache" : "", counted(convbwd::num_threads(), "thread").c_str(),
       std::string(convbwd::isa()).c_str());
   std::printf("  implementations: %s\n", impls.c_str());
   std::printf("%s\n", repro_line(Mode::perf, desc, o).c_str());

@@ -72,6 +72,10 @@ std::string repro_line(Mode mode, const std::string& descriptor, const Options& 
   return s;
 }
 
+std::string counted(int64_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 std::string format_dims(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
