@@ -19,6 +19,10 @@
 #include <variant>
 #include <vector>
 
+#if __cplusplus < 201703L
+#error "convbwd/convbwd.hpp needs C++17 or later (the library is built as C++20)"
+#endif
+
 // The library is built with hidden visibility; the public C++ API is exported.
 #define CONVBWD_API __attribute__((visibility("default")))
 
@@ -205,6 +209,9 @@ class CONVBWD_API Plan {
 // Results are bit-identical for any thread count.
 CONVBWD_API void set_num_threads(int);
 CONVBWD_API int num_threads();
+
+// The library's version, "MAJOR.MINOR.PATCH" (the CMake package's version).
+CONVBWD_API std::string_view version();
 
 // The instruction set in use: "avx512", "avx2" or "scalar". CONVBWD_ISA forces
 // a lower one.

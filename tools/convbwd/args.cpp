@@ -47,6 +47,10 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       o.help = true;
       continue;
     }
+    if (arg == "--version") {
+      o.version = true;
+      continue;
+    }
     if (arg == "-v" || arg == "--verbose") {
       o.verbose = true;
       continue;
@@ -128,7 +132,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       return usage("unknown flag '" + name + "'");
     }
   }
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   const bool data_files = !o.grad_output_path.empty() || !o.input_path.empty() || !o.weight_path.empty() ||
                           !o.out_dir.empty();
   if (data_files && o.mode != Mode::data)
@@ -209,6 +213,7 @@ FLAGS
   -v, --verbose     print why each implementation was chosen or declined
                     (sets CONVBWD_VERBOSE=1)
   -h, --help        this text
+  --version         the library's version and the instruction-set tier in use
 
   Every case prints a one-line 'repro:' command that reruns it.
   Exit status: 0 all passed, 1 a check failed, 2 bad flag, descriptor, file

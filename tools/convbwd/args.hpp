@@ -41,6 +41,7 @@ struct Options {
   std::string grad_output_path, input_path, weight_path, out_dir;
   bool verbose = false;
   bool help = false;
+  bool version = false;  // --version: print it and exit
   bool no_arguments = false;  // argv had nothing: run the built-in default
 };
 
