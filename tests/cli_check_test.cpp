@@ -56,7 +56,7 @@ BoundOp bind(const Problem& p, const Operands& o, Gradient g) {
 const char* const kProblems[] = {
     "mb3ic5ih7oc4kh3ph1",          "mb2ic16iw21oc8kw5sw2pw2",    "mb2ic3id5oc4kd3pd1",
     "mb2ic8ih7oc6kh3sh2ph1oph1_tr", "mb3g4ic8ih9oc12kh3ph1",      "mb2g8ic8ih9oc8kh3ph1",
-    "mb2ic6ih12oc4kh3dh2ph2",      "mb2ic6ih10oc4kh3ph1pw2phr0pwr1", "mb2ic6ih10oc4kh3ph1_dtbf16",
+    "mb2ic6ih12oc4kh3dh1ph2",      "mb2ic6ih10oc4kh3ph1pw2phr0pwr1", "mb2ic6ih10oc4kh3ph1_dtbf16",
     "mb2ic6ih10oc4kh3ph1_dtf16:f32:bf16_math0", "mb2g2ic4ih6oc70kh3_tr",  "mb2ic6ih10oc4kh3ph1_math1",
 };
 

@@ -133,6 +133,8 @@ struct CONVBWD_API Problem {
   TensorDesc grad_input;
   TensorDesc grad_weight;
   TensorDesc grad_bias;
+  // The descriptor's n"..." name, shown in reports; no effect on the result.
+  std::string name;
 
   // The problem descriptor string: the one currency of tests, benchmarks and
   // bug reports. See README.md for the syntax.

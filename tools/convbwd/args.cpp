@@ -229,13 +229,14 @@ DESCRIPTOR SYNTAX
   icN     input channels Cin                                   (required)
   ocN     output channels Cout                                 (default ic)
   idN ihN iwN   input depth/height/width                       (required)
-  odN ohN owN   output size: optional; if given it must equal the size
-                implied by the other tokens
+  odN ohN owN   output size: optional; a padding not given is deduced
+                from it as benchdnn does (trailing: what it leaves)
   kdN khN kwN   kernel size                                    (default 1)
   sdN shN swN   stride                                         (default 1)
   pdN phN pwN   padding before (and after, unless given below) (default 0)
   pdrN phrN pwrN  padding after, for asymmetric padding        (default: before)
-  ddN dhN dwN   dilation                                       (default 1)
+  ddN dhN dwN   dilation counted from 0 (dh0 dense, dh1 factor 2) (default 0)
+  n"NAME"       the name shown in reports (benchdnn's shape files)
   opdN ophN opwN  output padding, transposed only, < stride    (default 0)
   mathN   cubeMathType: 0 KEEP_DTYPE, 1 ALLOW_FP32_DOWN_PRECISION (HF32),
           2 USE_FP16, 3 USE_HF32                               (default 0)
@@ -260,7 +261,7 @@ EXAMPLES
   mb2ic32ih16oc16kh3sh2ph1oph1_tr     transposed, output padding: 32x32 output
   mb2g4ic32ih28oc64kh3ph1             4 groups
   mb2g32ic32ih28oc32kh3ph1            depthwise
-  mb2ic16ih32oc16kh3dh2ph2            dilation 2
+  mb2ic16ih32oc16kh3dh1ph2            dilation 2
   mb2ic16ih32oc16kh3ph1pw2phr0pwr1    asymmetric padding [top,bottom,left,right] = [1,0,2,1]
   mb2ic16ih32oc16kh3ph1_dtbf16        bf16 tensors
   mb2ic16ih32oc16kh3ph1_dtf16:f32:f32 fp16 gradOutput, fp32 input and weight
