@@ -1,6 +1,7 @@
 #include "args.hpp"
 
 #include <charconv>
+#include <regex>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -35,14 +36,82 @@ std::optional<T> parse_int(std::string_view s, T lo, T hi) {
 
 }  // namespace
 
+Result<bool> apply_knob(std::string_view arg, Knobs& k) {
+  auto bad = [&](std::string why) { return Error{Status::invalid_parameter, std::string(arg) + " " + why}; };
+  if (arg == "--conv") return (k.deconv = false, true);
+  if (arg == "--deconv") return (k.deconv = true, true);
+  if (arg == "--reset") return (k = Knobs{}, true);
+  const size_t eq = arg.find('=');
+  if (eq == std::string_view::npos) return false;
+  const std::string_view name = arg.substr(0, eq), value = arg.substr(eq + 1);
+  if (name == "--dir") {
+    // benchdnn's directions; convbwd computes backward passes only.
+    if (value == "BWD_D") k.dir = std::array<bool, 3>{true, false, false};
+    else if (value == "BWD_W") k.dir = std::array<bool, 3>{false, true, false};
+    else if (value == "BWD_WB") k.dir = std::array<bool, 3>{false, true, true};
+    else if (value.substr(0, 3) == "FWD")
+      return bad("is a forward direction; convbwd computes the backward pass only: BWD_D, BWD_W or BWD_WB");
+    else return bad("is unknown; expected BWD_D (gradInput), BWD_W (gradWeight) or BWD_WB (gradWeight, gradBias)");
+    return true;
+  }
+  if (name == "--dt") {
+    // benchdnn's order, src:wei:dst: input, weight, gradOutput.
+    auto one = [](std::string_view t) -> std::optional<DataType> {
+      if (t == "f32") return DataType::f32;
+      if (t == "f16") return DataType::f16;
+      if (t == "bf16") return DataType::bf16;
+      return std::nullopt;
+    };
+    std::vector<std::string_view> parts;
+    for (size_t a = 0;;) {
+      const size_t c = value.find(':', a);
+      parts.push_back(value.substr(a, c == std::string_view::npos ? std::string_view::npos : c - a));
+      if (c == std::string_view::npos) break;
+      a = c + 1;
+    }
+    if (parts.size() != 1 && parts.size() != 3) return bad("needs one dtype or three (src:wei:dst)");
+    std::array<DataType, 3> t{};
+    for (size_t i = 0; i < 3; ++i) {
+      const auto d = one(parts[parts.size() == 1 ? 0 : i]);
+      if (!d) return bad("names a dtype convbwd does not run; expected f32, f16 or bf16");
+      t[i] = *d;
+    }
+    k.dt = std::array<DataType, 3>{t[2], t[0], t[1]};  // gradOutput, input, weight
+    return true;
+  }
+  if (name == "--mb") {
+    auto v = parse_int<int64_t>(value, 0, INT64_MAX);
+    if (!v) return bad("is not a minibatch; expected a non-negative integer (0: the descriptor's)");
+    k.mb = *v;
+    return true;
+  }
+  if (name == "--match") {
+    try {
+      const std::regex check{std::string(value)};
+      (void)check;
+    } catch (const std::regex_error& e) {
+      return bad(std::string("is not a regular expression: ") + e.what());
+    }
+    k.match = std::string(value);
+    return true;
+  }
+  return false;
+}
+
 Result<Options> parse_args(int argc, const char* const* argv) {
   Options o;
   if (argc <= 1) {
     o.no_arguments = true;
     return o;
   }
+  Knobs knobs;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    {
+      auto k = apply_knob(arg, knobs);
+      if (!k) return usage(k.error().message);
+      if (k.value()) continue;
+    }
     if (arg == "-h" || arg == "--help") {
       o.help = true;
       continue;
@@ -67,6 +136,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       if (!arg.empty() && arg[0] == '-') return usage("unknown flag '" + std::string(arg) + "'");
       if (arg.empty()) return usage("empty argument; expected a descriptor such as " + std::string(kDefaultDescriptor));
       o.descriptors.emplace_back(arg);
+      o.sources.push_back({std::string(arg), false, knobs});
       continue;
     }
     const size_t eq = arg.find('=');
@@ -86,7 +156,11 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       else if (value == "perf") o.mode = Mode::perf;
       else if (value == "all") o.mode = Mode::all;
       else if (value == "data") o.mode = Mode::data;
-      else return usage("--mode=" + val + " is unknown; expected check, perf, all or data");
+      // benchdnn's letters: C correctness, P performance.
+      else if (value == "C") o.mode = Mode::check;
+      else if (value == "P") o.mode = Mode::perf;
+      else if (value == "CP" || value == "PC") o.mode = Mode::all;
+      else return usage("--mode=" + val + " is unknown; expected check, perf, all or data (benchdnn's C, P or CP)");
     } else if (name == "--seed") {
       auto v = parse_int<uint64_t>(value, 0, UINT64_MAX);
       if (!v) return usage("--seed=" + val + " is not a non-negative integer");
@@ -128,6 +202,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
                          : name == "--weight"     ? o.weight_path
                                                   : o.out_dir;
       dst = val;
+      if (name == "--batch") o.sources.push_back({val, true, knobs});
     } else {
       return usage("unknown flag '" + name + "'");
     }
@@ -144,7 +219,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
                    std::to_string(o.descriptors.size()));
     if (o.grad_output_path.empty()) return usage("--mode=data needs --gradOutput=FILE.npy");
     if (o.out_dir.empty()) return usage("--mode=data needs --out-dir=DIR");
-  } else if (o.descriptors.empty() && o.batch_file.empty()) {
+  } else if (o.sources.empty()) {
     return usage("no descriptor given; expected e.g. convbwd " + std::string(kDefaultDescriptor) +
                  ", --batch=FILE, or no arguments at all for the built-in default");
   }
@@ -207,12 +282,21 @@ FLAGS
   --check-budget=G  reference work in GFLOP (values plus sum|products|) above
                     which a subset is checked (default 1: the reference is
                     plain loops, about 0.1 GFLOP/s per thread)
-  --batch=FILE      run every descriptor in FILE: one per line; '#' starts a
-                    comment; blank lines are skipped
+  --batch=FILE      run FILE's descriptors: words as on a command line, knobs
+                    and nested --batch= among them; '#' starts a comment
   --gradOutput=F --input=F --weight=F --out-dir=DIR   data mode files
   -v, --verbose     print why each implementation was chosen or declined
                     (sets CONVBWD_VERBOSE=1)
   -h, --help        this text
+
+BENCHDNN KNOBS (apply to the descriptors after them; also in batch files)
+  --conv, --deconv  normal or transposed problems (--deconv is _tr)
+  --dir=BWD_D|BWD_W|BWD_WB  gradInput | gradWeight | gradWeight and gradBias
+  --dt=T or --dt=SRC:WEI:DST  dtypes of input, weight, gradOutput (f32 f16 bf16)
+  --mb=N            minibatch of every descriptor (0: the descriptor's)
+  --match=REGEX     only the descriptors REGEX matches
+  --mode=C|P|CP     check | perf | both
+  --reset           the knobs' defaults again
   --version         the library's version and the instruction-set tier in use
 
   Every case prints a one-line 'repro:' command that reruns it.

@@ -16,10 +16,12 @@ struct CaseResult {
   double worst_scaled_error = 0;  // check
   bool subset = false;            // check: only a subset of elements was compared
   double median_ms = 0, gflops = 0;  // perf
+  std::string name;   // the descriptor's n"..."
+  std::string repro;  // the case's repro line
 };
 
 // One descriptor in check, perf or all mode. Prints a block ending in a repro line.
-CaseResult run_case(const std::string& descriptor, Mode mode, const Options& options);
+CaseResult run_case(const std::string& descriptor, Mode mode, const Options& options, const Knobs& knobs = {});
 CaseResult run_check(const Problem& problem, const std::string& descriptor, const Options& options);
 CaseResult run_perf(const Problem& problem, const std::string& descriptor, const Options& options);
 // Data mode (.npy in, .npy out).
