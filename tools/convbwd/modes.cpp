@@ -78,6 +78,7 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o, const
   // says everything the knobs did. -v prints the canonical one too.
   const std::string desc = knobbed ? pk.descriptor() : given;
   res.repro = repro_line(mode == Mode::all ? Mode::check : mode, desc, o);
+  res.descriptor = desc;
   if (o.verbose) std::printf("canonical descriptor: %s\n", parsed->descriptor().c_str());
   // Validate before allocating anything: a bad or hostile descriptor gets the
   // library's message, not an allocation failure.
@@ -102,6 +103,7 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o, const
     auto labelled = [&](CaseResult r) {
       r.name = res.name;
       r.repro = res.repro;
+      r.descriptor = res.descriptor;
       return r;
     };
     if (mode == Mode::check) return labelled(run_check(parsed.value(), desc, o));
@@ -160,6 +162,14 @@ struct Case {
   std::string descriptor, where;
   Knobs knobs;
 };
+
+// RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
+std::string csv_field(const std::string& f) {
+  if (f.find_first_of(",\"\n\r") == std::string::npos) return f;
+  std::string q = "\"";
+  for (const char c : f) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
 
 bool matches(const Knobs& k, const std::string& descriptor) {
   return k.match.empty() || std::regex_search(descriptor, std::regex(k.match));
@@ -259,6 +269,16 @@ int run(const Options& o) {
       return kExitError;
     }
   }
+  // --csv: opened before any case runs, so a bad path costs no work.
+  std::ofstream csv;
+  if (!o.csv_path.empty()) {
+    csv.open(o.csv_path);
+    if (!csv) {
+      print_error(o.csv_path + ": cannot open for writing (--csv)");
+      return kExitError;
+    }
+    csv << "name,descriptor,mode,outcome,worst_scaled_error,subset,median_ms,gflops,repro\n";
+  }
   Tally tally;
   std::vector<std::string> failed;  // "where name: repro" of each case that did not pass
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -267,6 +287,17 @@ int run(const Options& o) {
     std::fflush(stdout);
     const CaseResult r = run_case(cases[i].descriptor, mode, o, cases[i].knobs);
     tally.add(r.outcome);
+    if (csv.is_open()) {
+      const char* outcome = r.outcome == Outcome::pass ? "PASS" : r.outcome == Outcome::fail ? "FAIL" : "ERROR";
+      const bool checked = mode != Mode::perf && r.outcome != Outcome::error;
+      const bool timed = mode != Mode::check && r.outcome != Outcome::error;
+      char nums[96];
+      std::snprintf(nums, sizeof nums, "%s,%s,%s,%s", checked ? std::to_string(r.worst_scaled_error).c_str() : "",
+                    checked ? (r.subset ? "1" : "0") : "", timed ? std::to_string(r.median_ms).c_str() : "",
+                    timed ? std::to_string(r.gflops).c_str() : "");
+      csv << csv_field(r.name) << "," << csv_field(r.descriptor.empty() ? cases[i].descriptor : r.descriptor) << ","
+          << to_string(mode) << "," << outcome << "," << nums << "," << csv_field(r.repro) << "\n";
+    }
     if (r.outcome != Outcome::pass)
       failed.push_back(std::string(r.outcome == Outcome::fail ? "FAIL  " : "ERROR ") +
                        (cases[i].where.empty() ? "" : cases[i].where + " ") +

@@ -16,7 +16,8 @@ struct CaseResult {
   double worst_scaled_error = 0;  // check
   bool subset = false;            // check: only a subset of elements was compared
   double median_ms = 0, gflops = 0;  // perf
-  std::string name;   // the descriptor's n"..."
+  std::string name;        // the descriptor's n"..."
+  std::string descriptor;  // as reported (canonical when knobs changed it)
   std::string repro;  // the case's repro line
 };
 
