@@ -259,9 +259,10 @@ MODES (--mode=...)
   all     check, then perf.
   data    Read gradOutput/input/weight from .npy files, compute the gradients
           the descriptor's mask asks for, write gradInput.npy, gradWeight.npy
-          and gradBias.npy into --out-dir (created if missing). The descriptor
-          gives stride, padding, dilation, groups, transposed, dtypes, mask
-          and math mode; the files' shapes and dtypes must agree with it.
+          and gradBias.npy into --out-dir (created if missing). The files'
+          shapes give the sizes; the descriptor gives stride, padding,
+          dilation, groups, transposed, dtypes, mask and math mode (sizes it
+          restates, and the dtypes, must agree with the files).
           --input is needed for gradWeight, --weight for gradInput.
 
 FLAGS
