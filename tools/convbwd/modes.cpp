@@ -7,11 +7,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <regex>
 #include <sstream>
-#include <new>
 #include <vector>
 
+#include <unistd.h>  // isatty
+
+#include "problem/printable.hpp"
 #include "problem/spec.hpp"
 #include "runtime/env.hpp"
 #include "report.hpp"
@@ -281,7 +284,13 @@ int run(const Options& o) {
   }
   Tally tally;
   std::vector<std::string> failed;  // "where name: repro" of each case that did not pass
+  // Progress through a batch whose report goes to a file: one line on the
+  // terminal, rewritten per case. (On a terminal the report itself shows it.)
+  const bool progress = cases.size() > 1 && isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO);
   for (size_t i = 0; i < cases.size(); ++i) {
+    if (progress)
+      std::fprintf(stderr, "\r\x1b[Kconvbwd: case %zu/%zu, %d FAIL, %s so far: %s", i + 1, cases.size(), tally.fail,
+                   counted(tally.error, "error").c_str(), detail::printable(cases[i].descriptor).c_str());
     if (i) std::printf("\n");
     if (!cases[i].where.empty()) std::printf("[%s]\n", cases[i].where.c_str());
     std::fflush(stdout);
@@ -304,6 +313,7 @@ int run(const Options& o) {
                        (r.name.empty() ? "" : "n\"" + r.name + "\" ") + r.repro);
     std::fflush(stdout);
   }
+  if (progress) std::fprintf(stderr, "\r\x1b[Kconvbwd: %s done\n", counted(static_cast<int64_t>(cases.size()), "case").c_str());
   if (cases.size() > 1) {
     std::printf("\nsummary: %s, %d PASS, %d FAIL, %s\n", counted(static_cast<int64_t>(cases.size()), "case").c_str(),
                 tally.pass, tally.fail, counted(tally.error, "error").c_str());
