@@ -182,6 +182,7 @@ TEST(Descriptor, BenchdnnShapeLines) {
   EXPECT_EQ(q.grad_output.dims, p.grad_output.dims);
   expect_bad("ic3ih5n\"open", {"has no closing"});
   expect_bad("ic3ih5n", {"token 'n' needs a name"});
+  expect_bad("ic3ih5nab\"c", {"a name may not contain '\"'"});
 }
 
 TEST(Descriptor, UnknownMathModeParsesAndPlanRejectsIt) {

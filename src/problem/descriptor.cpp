@@ -85,6 +85,8 @@ Result<Problem> Problem::parse(std::string_view desc) {
       } else {
         p.name = std::string(desc.substr(pos + 1));
         pos = desc.size();
+        // descriptor() prints it quoted, so it cannot hold a quote.
+        if (p.name.find('"') != std::string::npos) return bad(desc, "a name may not contain '\"'");
       }
       continue;
     }
