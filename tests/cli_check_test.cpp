@@ -14,6 +14,7 @@
 #include "host.hpp"
 #include "impl/implementation.hpp"
 #include "oracle.hpp"
+#include "report.hpp"
 #include "reference/reference.hpp"
 #include "util/tensor.hpp"
 
@@ -65,6 +66,16 @@ const char* const kProblems[] = {
 // Every output element is computed by exactly one shard, and the shards
 // together give the same bits as one reference call, for every operation and
 // every feature (the slicing arithmetic is the risky part).
+// A repro shows no raw control bytes and still reruns exactly (bash $'').
+TEST(CliRepro, ControlBytesAreEscapedAndQuotesKept) {
+  cli::Options o;
+  const std::string r = cli::repro_line(cli::Mode::check, "ic3ih5\x1b[31m", o);
+  EXPECT_EQ(r.find('\x1b'), std::string::npos) << r;
+  EXPECT_NE(r.find("convbwd --mode=check $'ic3ih5\\x1b[31m' --seed=1"), std::string::npos) << r;
+  const std::string q = cli::repro_line(cli::Mode::check, "ic3ih5n\"a b\"", o);
+  EXPECT_NE(q.find("convbwd --mode=check 'ic3ih5n\"a b\"' --seed=1"), std::string::npos) << q;
+}
+
 TEST(CliOracle, ShardsEqualOneReferenceCall) {
   for (const char* d : kProblems) {
     auto p = Problem::parse(d);

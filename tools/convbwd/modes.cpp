@@ -58,7 +58,7 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o, const
   // --deconv: the descriptor names a transposed convolution (tokens may come
   // in any order, so "tr_" in front is the same as "_tr" at the end).
   auto parsed = Problem::parse(knobs.deconv ? "tr_" + given : given);
-  res.repro = "repro: convbwd --mode=" + std::string(to_string(mode)) + " " + given;
+  res.repro = repro_line(mode, given, o);
   if (!parsed) {
     print_error(parsed.error().message);
     std::printf("%s\n", res.repro.c_str());

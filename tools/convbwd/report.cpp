@@ -12,13 +12,31 @@ namespace convbwd::cli {
 
 namespace {
 
-// A word as a POSIX shell reads it back: bare when it is made of safe
-// characters, else in single quotes.
+// A word as a shell reads it back: bare when it is made of safe characters,
+// else in single quotes; with control or non-ASCII bytes, bash's $'...' with
+// \xNN escapes, so the line shows no raw bytes and still reruns exactly.
 std::string shell_word(const std::string& w) {
-  bool safe = !w.empty();
-  for (const char c : w)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr("_-./:=,+@%", c)) safe = false;
+  bool safe = !w.empty(), raw = false;
+  for (const char ch : w) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) raw = true;
+    if (!std::isalnum(c) && (c == 0 || !std::strchr("_-./:=,+@%", c))) safe = false;
+  }
   if (safe) return w;
+  if (raw) {
+    std::string q = "$'";
+    for (const char ch : w) {
+      const auto c = static_cast<unsigned char>(ch);
+      char buf[8];
+      if (c < 0x20 || c >= 0x7f || ch == '\'' || ch == '\\') {
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        q += buf;
+      } else {
+        q += ch;
+      }
+    }
+    return q + "'";
+  }
   std::string q = "'";
   for (const char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
