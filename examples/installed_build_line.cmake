@@ -51,5 +51,8 @@ run_checked("configuring the find_package consumer" ${CMAKE_COMMAND} -S ${SAMPLE
 run_checked("building the find_package consumer" ${CMAKE_COMMAND} --build ${consumer})
 run_sample("find_package (shared)" ${consumer}/consumer_1d conv_backward_1d)
 run_sample("find_package (static)" ${consumer}/consumer_1d_static conv_backward_1d)
+run_sample("find_package, #include \"aclnn_convolution_backward.h\", C++14 project"
+           ${consumer}/consumer_cann_flat_include cann_flat_include)
+run_sample("find_package, the C++ API" ${consumer}/consumer_cpp_api cpp_api)
 
 message("ALL INSTALLED CHECKS PASSED")

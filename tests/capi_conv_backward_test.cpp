@@ -310,7 +310,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "mb2ic4ih5iw5oc2kh3kw3ph1pw1math1", "mb2ic4ih5iw5oc2kh3kw3ph1pw1math3",
                       "mb2ic4ih5iw5oc2kh3kw3ph1pw1math2", "mb2ic4ih5iw5oc2kh3kw3ph1pw1_dtbf16_math2",
                       "tr_mb2ic3ih5iw4oc2kh3kw3sh2sw2ph1pw1",
-                      "mb2ic3ih6iw6oc4kh3kw3dh2dw2_dtbf16", "mb2ic3ih6iw6oc4kh3kw3sh2sw2_dtf16",
+                      "mb2ic3ih6iw6oc4kh3kw3dh1dw1_dtbf16", "mb2ic3ih6iw6oc4kh3kw3sh2sw2_dtf16",
                       "mb2ic4ih6iw6oc4kh3kw3ph1pw1mask011", "mb2ic4ih6iw6oc4kh3kw3ph1pw1mask100",
                       "tr_mb2ic4ih5iw5oc3kh3kw3sh2sw2mask100_dthif8", "tr_mb2ic4ih5iw5oc3kh3kw3ph1pw1mask101_dtf8e4m3"));
 

@@ -14,6 +14,7 @@
 #include "host.hpp"
 #include "impl/implementation.hpp"
 #include "oracle.hpp"
+#include "report.hpp"
 #include "reference/reference.hpp"
 #include "util/tensor.hpp"
 
@@ -56,7 +57,7 @@ BoundOp bind(const Problem& p, const Operands& o, Gradient g) {
 const char* const kProblems[] = {
     "mb3ic5ih7oc4kh3ph1",          "mb2ic16iw21oc8kw5sw2pw2",    "mb2ic3id5oc4kd3pd1",
     "mb2ic8ih7oc6kh3sh2ph1oph1_tr", "mb3g4ic8ih9oc12kh3ph1",      "mb2g8ic8ih9oc8kh3ph1",
-    "mb2ic6ih12oc4kh3dh2ph2",      "mb2ic6ih10oc4kh3ph1pw2phr0pwr1", "mb2ic6ih10oc4kh3ph1_dtbf16",
+    "mb2ic6ih12oc4kh3dh1ph2",      "mb2ic6ih10oc4kh3ph1pw2phr0pwr1", "mb2ic6ih10oc4kh3ph1_dtbf16",
     "mb2ic6ih10oc4kh3ph1_dtf16:f32:bf16_math0", "mb2g2ic4ih6oc70kh3_tr",  "mb2ic6ih10oc4kh3ph1_math1",
 };
 
@@ -65,6 +66,16 @@ const char* const kProblems[] = {
 // Every output element is computed by exactly one shard, and the shards
 // together give the same bits as one reference call, for every operation and
 // every feature (the slicing arithmetic is the risky part).
+// A repro shows no raw control bytes and still reruns exactly (bash $'').
+TEST(CliRepro, ControlBytesAreEscapedAndQuotesKept) {
+  cli::Options o;
+  const std::string r = cli::repro_line(cli::Mode::check, "ic3ih5\x1b[31m", o);
+  EXPECT_EQ(r.find('\x1b'), std::string::npos) << r;
+  EXPECT_NE(r.find("convbwd --mode=check $'ic3ih5\\x1b[31m' --seed=1"), std::string::npos) << r;
+  const std::string q = cli::repro_line(cli::Mode::check, "ic3ih5n\"a b\"", o);
+  EXPECT_NE(q.find("convbwd --mode=check 'ic3ih5n\"a b\"' --seed=1"), std::string::npos) << q;
+}
+
 TEST(CliOracle, ShardsEqualOneReferenceCall) {
   for (const char* d : kProblems) {
     auto p = Problem::parse(d);

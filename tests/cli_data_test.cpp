@@ -55,9 +55,12 @@ void write(const fs::path& path, const cli::HostTensor& t) {
   ASSERT_FALSE(npy::write_file(path.string(), a));
 }
 
-// One round trip: CLI output files == Plan::execute on the same data.
-void round_trip(const std::string& descriptor) {
-  SCOPED_TRACE(descriptor);
+// One round trip: CLI output files == Plan::execute on the same data. The
+// CLI is given `cli_descriptor` (default: the full one): the .npy files'
+// shapes supply the sizes it leaves out.
+void round_trip(const std::string& descriptor, std::string cli_descriptor = "") {
+  if (cli_descriptor.empty()) cli_descriptor = descriptor;
+  SCOPED_TRACE(descriptor + " given as " + cli_descriptor);
   auto parsed = Problem::parse(descriptor);
   ASSERT_TRUE(parsed) << parsed.error().message;
   Problem p = parsed.value();
@@ -71,12 +74,12 @@ void round_trip(const std::string& descriptor) {
   write(dir / "x.npy", in);
   write(dir / "w.npy", w);
   const fs::path out = dir / "out";
-  const int rc = run_cli("--mode=data " + descriptor + " --gradOutput=" + (dir / "go.npy").string() +
+  const int rc = run_cli("--mode=data " + cli_descriptor + " --gradOutput=" + (dir / "go.npy").string() +
                              " --input=" + (dir / "x.npy").string() + " --weight=" + (dir / "w.npy").string() +
                              " --out-dir=" + out.string(),
                          dir / "log.txt");
   ASSERT_EQ(rc, 0) << slurp(dir / "log.txt");
-  EXPECT_NE(slurp(dir / "log.txt").find("repro: convbwd --mode=data " + descriptor), std::string::npos);
+  EXPECT_NE(slurp(dir / "log.txt").find("repro: convbwd --mode=data " + cli_descriptor), std::string::npos);
 
   // The same computation through the C++ API.
   p.grad_output = go.desc();
@@ -117,6 +120,16 @@ TEST(CliData, RoundTripF32) { round_trip("mb2ic5ih9oc7kh3ph1"); }
 TEST(CliData, RoundTripBf16AsUint16Bits) { round_trip("mb2ic4ih6oc6kh3sh2ph1_dtbf16"); }
 TEST(CliData, RoundTripF16Transposed1DMask) { round_trip("mb2ic6iw9oc4kw3sw2pw1opw1_tr_dtf16_mask101"); }
 TEST(CliData, RoundTripGroups3D) { round_trip("mb1g2ic4id4oc6kd3pd1_mask010"); }
+
+// The files hold the shapes: the descriptor needs only what they cannot say.
+TEST(CliData, ShapesComeFromTheFiles) {
+  round_trip("mb2ic5ih9oc7kh3ph1", "ph1");
+  round_trip("mb2ic4ih6iw5oc6kh3kw2sh2ph1pw0_dtbf16", "sh2ph1pw0_dtbf16");
+  round_trip("mb2ic6iw9oc4kw3sw2pw1opw1_tr_dtf16_mask101", "sw2pw1opw1_tr_dtf16_mask101");
+  round_trip("mb1g2ic4id4oc6kd3pd1_mask010", "g2pd1_mask010");
+  // Sizes restated by the descriptor are kept (and must agree with the files).
+  round_trip("mb2ic5ih9oc7kh3ph1", "ic5kh3ph1");
+}
 
 TEST(CliData, MismatchedFilesAreClearErrors) {
   const fs::path dir = scratch_dir("mismatch");

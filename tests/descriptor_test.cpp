@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "util/forward_oracle.hpp"
 
@@ -57,7 +58,7 @@ TEST(Descriptor, KernelAndStrideDefaultToTheDimAbove) {
   EXPECT_EQ(p.weight.dims, (V{320, 30, 3, 3}));
   EXPECT_EQ(p.grad_output.dims, (V{4, 320, 80, 80}));
   EXPECT_EQ(p.padding_before, (V{1, 1}));
-  const Problem q = parse_ok("ic2ih9iw7kh3kw1sh2dh2");
+  const Problem q = parse_ok("ic2ih9iw7kh3kw1sh2dh1");
   EXPECT_EQ(q.weight.dims, (V{2, 2, 3, 1}));
   EXPECT_EQ(q.stride, (V{2, 2}));
   EXPECT_EQ(q.dilation, (V{2, 2}));
@@ -76,7 +77,7 @@ TEST(Descriptor, RankFromTheHighestDimNamed) {
 // --- each token ------------------------------------------------------------------
 
 TEST(Descriptor, EachToken) {
-  Problem p = parse_ok("mb3g2ic4ih6iw7oc6kh3kw2sh2sw1ph1pw0phr2pwr1dh1dw2");
+  Problem p = parse_ok("mb3g2ic4ih6iw7oc6kh3kw2sh2sw1ph1pw0phr2pwr1dh0dw1");
   EXPECT_EQ(p.input.dims, (V{3, 4, 6, 7}));
   EXPECT_EQ(p.weight.dims, (V{6, 2, 3, 2}));
   EXPECT_EQ(p.groups, 2);
@@ -124,13 +125,64 @@ TEST(Descriptor, EachToken) {
   EXPECT_EQ(parse_ok("ic2ih4_math1_mask110_dtf16").descriptor(), parse_ok("ic2ih4_dtf16_mask110_math1").descriptor());
 }
 
-TEST(Descriptor, GivenOutputSizeMustAgree) {
-  EXPECT_EQ(parse_ok("ic3ih5oh3kh3").grad_output.dims, (V{2, 3, 3, 3}));
-  expect_bad("ic3ih5oh4kh3", {"oh4 does not match the output size 3"});
-  expect_bad("ic3ih5iw6ow5kh3", {"ow5 does not match the output size 4"});
-  // oh given: ow copies it, like every family.
-  expect_bad("ic3ih5iw6oh3kh3", {"ow3 does not match the output size 4"});
+// A given output size sets the padding as benchdnn deduces it: the leading
+// side, when not given, is the symmetric fit ((o-1)*s + extent - i) / 2; the
+// trailing side, when not given, is what the output size leaves.
+TEST(Descriptor, GivenOutputSizeDeducesThePadding) {
+  Problem p = parse_ok("ic3ih5oh3kh3");
+  EXPECT_EQ(p.grad_output.dims, (V{2, 3, 3, 3}));
+  EXPECT_EQ(p.padding_before, (V{0, 0}));
+  EXPECT_EQ(p.padding_after, (V{0, 0}));
+  p = parse_ok("ic3ih5oh5kh3");  // "same": 1 on each side
+  EXPECT_EQ(p.padding_before, (V{1, 1}));
+  EXPECT_EQ(p.padding_after, (V{1, 1}));
+  p = parse_ok("ic3ih5oh4kh3");  // odd total: the trailing side takes the extra row
+  EXPECT_EQ(p.padding_before, (V{0, 0}));
+  EXPECT_EQ(p.padding_after, (V{1, 1}));
+  p = parse_ok("ic3ih6oh3kh3sh2");  // (3-1)*2 + 3 - 6 = 1
+  EXPECT_EQ(p.padding_before, (V{0, 0}));
+  EXPECT_EQ(p.padding_after, (V{1, 1}));
+  p = parse_ok("ic3ih5oh5kh3ph2");  // leading given: the trailing side is what is left
+  EXPECT_EQ(p.padding_before, (V{2, 2}));
+  EXPECT_EQ(p.padding_after, (V{0, 0}));
+  p = parse_ok("ic3ih4oh8kh4sh2_tr");  // transposed: (4-1)*2 + 4 - 8 = 2
+  EXPECT_EQ(p.padding_before, (V{1, 1}));
+  EXPECT_EQ(p.padding_after, (V{1, 1}));
+  EXPECT_EQ(p.grad_output.dims, (V{2, 3, 8, 8}));
+  // A stride that skips the last rows needs no trailing padding.
+  p = parse_ok("ic3ih6oh2kh3sh2");
+  EXPECT_EQ(p.padding_after, (V{0, 0}));
+  // An output too small for the input cannot be padded into agreement.
+  expect_bad("ic3ih9oh2kh3", {"oh2 does not match the output size 7"});
+  // iw given without ow: ow is implied, not copied from oh.
+  EXPECT_EQ(parse_ok("ic3ih5iw6oh3kh3").grad_output.dims, (V{2, 3, 3, 4}));
   EXPECT_EQ(parse_ok("ic3ih5iw6ow4kh3").grad_output.dims, (V{2, 3, 3, 4}));
+}
+
+// benchdnn's dilation counts from 0: dh0 is dense, dh1 one gap.
+TEST(Descriptor, DilationCountsFromZero) {
+  EXPECT_EQ(parse_ok("ic3ih9kh3dh0").dilation, (V{1, 1}));
+  EXPECT_EQ(parse_ok("ic3ih9kh3dh1").dilation, (V{2, 2}));
+  EXPECT_EQ(parse_ok("ic3ih9kh3dh1").grad_output.dims, (V{2, 3, 5, 5}));
+  Problem p = parse_ok("ic3ih9kh3");
+  p.dilation = {3, 1};
+  EXPECT_EQ(p.descriptor().find("dh2dw0") != std::string::npos, true) << p.descriptor();
+}
+
+// benchdnn's shape files: '_' between groups and n"name" at the end.
+TEST(Descriptor, BenchdnnShapeLines) {
+  Problem p = parse_ok("g1ic3oc16_iw5ow5kw3pw1_n\"1d_conv:1st\"");
+  EXPECT_EQ(p.name, "1d_conv:1st");
+  EXPECT_EQ(p.input.dims, (V{2, 3, 5}));
+  EXPECT_EQ(p.grad_output.dims, (V{2, 16, 5}));
+  p = parse_ok("mb1_ic64oc64_ih56oh56kh3ph1nresnet_50:res2a");  // unquoted: to the end
+  EXPECT_EQ(p.name, "resnet_50:res2a");
+  const Problem q = parse_ok(p.descriptor());
+  EXPECT_EQ(q.name, p.name);
+  EXPECT_EQ(q.grad_output.dims, p.grad_output.dims);
+  expect_bad("ic3ih5n\"open", {"has no closing"});
+  expect_bad("ic3ih5n", {"token 'n' needs a name"});
+  expect_bad("ic3ih5nab\"c", {"a name may not contain '\"'"});
 }
 
 TEST(Descriptor, UnknownMathModeParsesAndPlanRejectsIt) {
@@ -170,7 +222,7 @@ TEST(Descriptor, HugeNumbers) {
   // Fits in 64 bits, but the implied output size does not: rejected, not wrapped.
   expect_bad("ic1ih4611686018427387904oc1sh4_tr", {"output size of spatial dim 'oh' overflows 64 bits"});
   expect_bad("ic1iw9223372036854775807oc1pw9223372036854775807", {"output size of spatial dim 'ow' overflows"});
-  expect_bad("ic1iw5oc1kw4611686018427387904dw4", {"output size of spatial dim 'ow' overflows"});
+  expect_bad("ic1iw5oc1kw4611686018427387904dw3", {"output size of spatial dim 'ow' overflows"});
   // Largest sizes that fit parse, and validation takes over.
   const Problem p = parse_ok("ic1iw9223372036854775807oc1");
   EXPECT_EQ(p.grad_output.dims, (V{2, 1, 9223372036854775807}));
@@ -257,8 +309,60 @@ TEST(Descriptor, OfHostileProblemsDoesNotOverflow) {
 }
 
 TEST(Descriptor, CanonicalFormOmitsDefaults) {
-  EXPECT_EQ(parse_ok("mb2ic3ih5iw5oc3kh1kw1sh1sw1ph0pw0dh1dw1_mask111_math0_dtf32").descriptor(), "mb2ic3ih5iw5oc3oh5ow5kh1kw1");
+  EXPECT_EQ(parse_ok("mb2ic3ih5iw5oc3kh1kw1sh1sw1ph0pw0dh0dw0_mask111_math0_dtf32").descriptor(), "mb2ic3ih5iw5oc3oh5ow5kh1kw1");
   EXPECT_EQ(parse_ok("ic3iw7").descriptor(), "mb2ic3iw7oc3ow7kw1");
+}
+
+// Messages that say what is wrong (issue 16): each of these once said
+// something else (a negative gradOutput, "has no value", or nothing).
+TEST(Descriptor, MessagesNameTheActualMistake) {
+  expect_bad("mb2ic16ih32oc16kh40",
+             {"the kernel kh40 (dilated extent 40) is larger than the padded input 32 (ih32 + ph0 + phr0)"});
+  expect_bad("mb2ic16ih32oc16kh3ph1kw40",
+             {"kernel kw40 (dilated extent 40) is larger than the padded input 34 (iw32 + pw1 + pwr1)"});
+  // With a stride the truncated division used to make this an empty output.
+  expect_bad("ic3ih3kh5sh2", {"kernel kh5 (dilated extent 5) is larger than the padded input 3"});
+  expect_bad("ic3ih5_foo", {"token 'foo' is unknown"});
+  expect_bad("ic3ih5ph-1", {"token 'ph' has a negative value; expected a non-negative integer"});
+  expect_bad("ic3ih5_tr_tr", {"token 'tr' is given twice"});
+  expect_bad("ic3ih5_dtf16_dtbf16", {"token 'dt' is given twice"});
+  expect_bad("ic3ih5_mask100_mask010", {"token 'mask' is given twice"});
+  expect_bad("ic3ih5__tr", {"empty token group at position 6"});
+  expect_bad("ic3ih5_", {"empty token group at position 6"});
+  expect_bad("_ic3ih5", {"empty token group at position 0"});
+}
+
+TEST(Descriptor, ControlBytesAreEscapedInMessages) {
+  auto p = Problem::parse("ic3ih5\x1b[31m");
+  ASSERT_FALSE(p.ok());
+  const std::string& m = p.error().message;
+  EXPECT_EQ(m.find('\x1b'), std::string::npos) << "raw escape byte in: " << m;
+  EXPECT_NE(m.find("descriptor 'ic3ih5\\x1b[31m': unexpected '\\x1b' at position 6"), std::string::npos) << m;
+}
+
+// The easy path reports a typo: value() of a failed Result throws with the
+// parser's message (not std::bad_variant_access), and Plan::create takes the
+// descriptor itself.
+TEST(Descriptor, ValueOfAFailedParseThrowsItsMessage) {
+  try {
+    (void)Problem::parse("mb2ic16ih32oc16kh3ph1zz9").value();
+    FAIL() << "value() of a failed parse did not throw";
+  } catch (const BadResultAccess& e) {
+    EXPECT_NE(std::string(e.what()).find("token 'zz' is unknown"), std::string::npos) << e.what();
+    EXPECT_EQ(e.error().status, Status::invalid_parameter);
+  }
+}
+
+TEST(Descriptor, PlanCreateFromADescriptor) {
+  auto bad = Plan::create("mb2ic16ih32oc16kh3ph1zz9");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("token 'zz' is unknown"), std::string::npos) << bad.error().message;
+  auto invalid = Plan::create("mb2ic4ih3oc4kh7");  // a kernel larger than the input: validation's error
+  ASSERT_FALSE(invalid);
+  EXPECT_EQ(invalid.error().status, Status::invalid_parameter);
+  auto good = Plan::create("mb2ic4ih8oc6kh3");
+  ASSERT_TRUE(good) << good.error().message;
+  EXPECT_EQ(good->problem().weight.dims, (std::vector<int64_t>{6, 4, 3, 3}));
 }
 
 }  // namespace

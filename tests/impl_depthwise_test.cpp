@@ -34,10 +34,10 @@ using detail::Isa;
 const char* const kGeometries[] = {
     "mb2g4ic4ih9iw11oc4kh3kw3ph1pw1",
     "mb2g6ic6ih10iw13oc6kh3kw3sh2sw2ph1pw1",
-    "mb2g3ic3ih12iw17oc3kh3kw3dh2dw2ph2pw1phr0pwr3",
-    "mb3g5ic5iw17oc5kw5sw3pw2dw2",
+    "mb2g3ic3ih12iw17oc3kh3kw3dh1dw1ph2pw1phr0pwr3",
+    "mb3g5ic5iw17oc5kw5sw3pw2dw1",
     "mb2g3ic3id5ih6iw7oc3kd3kh3kw3pd1ph1pw1",
-    "mb2g2ic4id1ih4iw4oc2kd1kh2kw2sd3sh2sw2pd1pdr0ph1phr1pw0dw2",
+    "mb2g2ic4id1ih4iw4oc2kd1kh2kw2sd3sh2sw2pd1pdr0ph1phr1pw0dw1",
     "mb2g2ic4id3ih5iw9oc8kd1kh3kw3sd3ph1pw1",
     "mb2g2ic4id6ih5iw9oc4kd2kh3kw2sd2sh1sw2pd1pw1",
     "mb2g4ic16ih7iw9oc16kh3kw3ph1pw1",
@@ -49,7 +49,7 @@ const char* const kGeometries[] = {
     "mb2g4ic4ih5iw2oc4kh3kw3ph1pw1",
     "mb2g4ic4ih4iw3oc4kh2kw3pw1",
     "mb1g2ic2iw40oc2kw11pw5",
-    "mb1g2ic2iw45oc2kw13pw6dw2",
+    "mb1g2ic2iw45oc2kw13pw6dw1",
     "mb1g2ic2ih3iw150oc2kh3kw3ph1pw1",
     // More than 8 vectors of 16 lanes (two row blocks), with tails.
     "mb1g2ic2ih2iw300oc2kh3kw3ph1pw1",
@@ -58,7 +58,7 @@ const char* const kGeometries[] = {
     // Transposed: gradInput is the fwd op.
     "mb2g4ic4ih5iw7oc4kh3kw3sh2sw2ph1pw1_tr",
     "mb2g6ic12ih4iw9oc6kh2kw2sh2sw2_tr",
-    "mb2g3ic3iw10oc3kw4sw3pw1dw2_tr",
+    "mb2g3ic3iw10oc3kw4sw3pw1dw1_tr",
     "mb1g2ic2id3ih4iw5oc4kd3kh3kw3sd2sh2sw2pd1ph1pw1_tr",
     // One channel per group (depthwise_cl8): group counts around the 8-lane
     // block, stride 3, stride above the kernel, taps beyond one register
@@ -70,8 +70,8 @@ const char* const kGeometries[] = {
     "mb1g8ic8ih9iw20oc8kh2kw2sh3sw3",
     "mb1g8ic8ih6iw6oc8kh3kw3ph1pw1phr3pwr4",
     "mb1g10ic10id4ih5iw19oc10kd3kh3kw3sd2sh1sw2pd1ph1pw1",
-    "mb2g12ic12iw50oc12kw7sw2pw3dw2",
-    "mb1g8ic8ih7iw9oc8kh3kw3dh2dw3ph2pw3phr0pwr1",
+    "mb2g12ic12iw50oc12kw7sw2pw3dw1",
+    "mb1g8ic8ih7iw9oc8kh3kw3dh1dw2ph2pw3phr0pwr1",
     "mb2g9ic9ih5iw6oc9kh3kw3sh2sw2ph1pw1_tr",
     "mb1g8ic8ih4iw10oc8kh3kw4sh3sw3ph2pw1_tr",
     // 6 to 8 channels per group on each side (depthwise_cl8, grouped mode):
@@ -84,7 +84,7 @@ const char* const kGeometries[] = {
     "mb1g2ic16ih7iw7oc16kh5kw5ph2pw2",
     "mb1g2ic16id3ih4iw5oc16kd3kh3kw3pd1ph1pw1",
     "mb2g2ic16ih5iw6oc16kh3kw3sh2sw2ph1pw1_tr",
-    "mb1g2ic14ih4iw9oc16kh2kw3sw3dw2pw2_tr",
+    "mb1g2ic14ih4iw9oc16kh2kw3sw3dw1pw2_tr",
 };
 
 // One channel per group, or 6 to 8 on each side (the lanes mostly filled).

@@ -207,7 +207,7 @@ const char* const kVariety[] = {
     "mb3g8ic8ih10oc8kh3ph1",
     "mb2ic8ih9oc12kh3sh2ph1oph1_tr",
     "mb2ic6id6oc8kd3pd1_math1",
-    "mb4ic24iw40oc16kw5pw2dw2_dtf16:bf16:f32",
+    "mb4ic24iw40oc16kw5pw2dw1_dtf16:bf16:f32",
     "mb2ic16ih14oc32kh1_math2",
 };
 
@@ -259,7 +259,7 @@ TEST(Plan, Flops) {
   EXPECT_DOUBLE_EQ(cann->flops(), 2 * 2 * 8192000.0 * 270 + 8192000.0);
   for (const char* d : {"mb2ic3ih8oc4kh3ph1", "mb2ic3ih8oc4kh3ph1_mask100", "mb2ic3ih8oc4kh3ph1_mask010",
                         "mb2ic3ih8oc4kh3ph1_mask001", "mb2g2ic4ih6oc6kh3sh2_tr", "mb3g3ic6id4oc9kd2_mask011",
-                        "mb1ic5iw17oc7kw4sw3dw2pw1_tr_mask110", "mb0ic3ih5oc4kh3", "mb2ic3ih5oc0kh3"}) {
+                        "mb1ic5iw17oc7kw4sw3dw1pw1_tr_mask110", "mb0ic3ih5oc4kh3", "mb2ic3ih5oc0kh3"}) {
     const Problem p = parse(d);
     auto plan = Plan::create(p);
     ASSERT_TRUE(plan.ok()) << d;

@@ -62,7 +62,7 @@ std::vector<std::string> descriptors() {
         "mb2ic32ih8oc16kh3sh2ph1_tr_dthif8_mask100", "mb2ic32ih6oc32kh3sh2ph1_tr", "mb2ic24ih5oc16kh3ph1_tr",
         "mb2ic16id3ih4iw4oc24kd2kh3kw3sh2_tr", "mb2ic3ih5oc0kh3_tr_mask100",
         // Small-channel columns paths (C <= 4 per group, K > 16).
-        "mb2ic3ih9oc20kh3sh2ph1", "mb2g2ic2iw23oc40kw4sw2dw2pw3", "mb1ic4id3ih5iw6oc18kd2kh3kw3pd1ph1pw1_dtbf16"})
+        "mb2ic3ih9oc20kh3sh2ph1", "mb2g2ic2iw23oc40kw4sw2dw1pw3", "mb1ic4id3ih5iw6oc18kd2kh3kw3pd1ph1pw1_dtbf16"})
     d.emplace_back(extra);
   return d;
 }

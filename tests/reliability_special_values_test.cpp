@@ -91,7 +91,7 @@ std::string run(GuardedRun& r) {
 // roundings the GEMM and depthwise copies convert.
 const char* const kShapes[] = {
     "mb2ic3iw9oc4kw3pw1",
-    "mb2ic4iw11oc3kw3sw2pw1dw2",
+    "mb2ic4iw11oc3kw3sw2pw1dw1",
     "mb2ic3iw5oc4kw2sw2_tr",
     "mb1ic3ih6iw5oc4kh3kw2ph1",
     "mb2g2ic4ih6oc4kh3sh2ph1",
@@ -100,9 +100,9 @@ const char* const kShapes[] = {
     "mb1ic2id4ih3iw4oc2kd2kh2kw3pd1",
     "mb2ic3ih5oc4kh3ph1_dtf16",
     "mb2ic17ih6oc18kh3ph1",
-    "mb2ic18iw11oc17kw3sw2pw1dw2",
+    "mb2ic18iw11oc17kw3sw2pw1dw1",
     "mb1ic17ih5iw4oc18kh3kw2sh2sw2ph1pw1_tr",
-    "mb2g2ic34ih5oc36kh3sh2dh2ph2phr1",
+    "mb2g2ic34ih5oc36kh3sh2dh1ph2phr1",
     "mb1ic17id3ih3iw4oc18kd2kh2kw3pd1pw1",
     "mb2ic24iw9oc32kw1",
     "mb2ic17ih5oc18kh3ph1_dtbf16",
@@ -125,7 +125,7 @@ const char* const kShapes[] = {
     "mb2g8ic8ih7iw5oc8kh3kw3sh2sw2ph1pw1",
     "mb2g2ic16ih6oc16kh3ph1",
     "mb2ic3ih9oc20kh3sh2ph1",
-    "mb2ic1iw23oc24kw4sw2dw2pw3",
+    "mb2ic1iw23oc24kw4sw2dw1pw3",
     "mb1ic2ih7iw6oc20kh3kw2ph1pw0phr2pwr1_dtbf16",
 };
 

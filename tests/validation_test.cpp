@@ -744,6 +744,107 @@ TEST(ValidationExecute, FailedExecuteWritesNothingAndGoodOneWrites) {
   EXPECT_NE(b.gi.storage, before);
 }
 
+
+// --- Plan::execute with BufferSizes ----------------------------------------------
+
+BufferSizes sizes_of(const Bound& b) {
+  auto n = [](const HostTensor& t) { return static_cast<int64_t>(t.storage.size() / size_of(t.desc.dtype)); };
+  return {n(b.go), n(b.in), n(b.w), n(b.gi), n(b.gw), n(b.gb)};
+}
+
+TEST(ValidationExecute, BufferSizesExactlyEnoughRuns) {
+  const Problem p = base2d();
+  auto plan = Plan::create(p);
+  ASSERT_TRUE(plan.ok());
+  Bound b = bind(p, plan->workspace_size());
+  const BufferSizes sizes = sizes_of(b);
+  // base2d's shapes: gradOutput 2*6*5*5, input 2*4*5*5, weight 6*2*3*3.
+  ASSERT_EQ(sizes.grad_output, 300);
+  ASSERT_EQ(sizes.grad_input, 200);
+  ASSERT_EQ(sizes.grad_weight, 108);
+  const BufferSizes need = plan->buffer_sizes();
+  EXPECT_EQ(need.grad_output, 300);
+  EXPECT_EQ(need.input, 200);
+  EXPECT_EQ(need.weight, 108);
+  EXPECT_EQ(need.grad_input, 200);
+  EXPECT_EQ(need.grad_weight, 108);
+  EXPECT_EQ(need.grad_bias, 6);
+  const Error e = plan->execute(b.buffers(), sizes, b.ws.data(), plan->workspace_size());
+  EXPECT_FALSE(e) << e.message;
+}
+
+TEST(ValidationExecute, EachBufferOneElementShortIsRefused) {
+  const Problem p = base2d();
+  auto plan = Plan::create(p);
+  ASSERT_TRUE(plan.ok());
+  Bound b = bind(p, plan->workspace_size());
+  const char* names[6] = {"gradOutput", "input", "weight", "gradInput", "gradWeight", "gradBias"};
+  const int64_t need[6] = {300, 200, 108, 200, 108, 6};
+  for (int which = 0; which < 6; ++which) {
+    BufferSizes sizes = sizes_of(b);
+    int64_t* field[6] = {&sizes.grad_output, &sizes.input,       &sizes.weight,
+                         &sizes.grad_input,  &sizes.grad_weight, &sizes.grad_bias};
+    *field[which] = need[which] - 1;
+    const auto before_gi = b.gi.storage, before_gw = b.gw.storage, before_gb = b.gb.storage;
+    const Error e = plan->execute(b.buffers(), sizes, b.ws.data(), plan->workspace_size());
+    ASSERT_TRUE(e) << names[which] << " one element short was accepted";
+    EXPECT_EQ(e.status, Status::invalid_parameter);
+    for (const std::string& f : {std::string(names[which]) + " buffer holds " + std::to_string(need[which] - 1) +
+                                     " elements",
+                                 "needs " + std::to_string(need[which])})
+      EXPECT_NE(e.message.find(f), std::string::npos) << "message lacks '" << f << "': " << e.message;
+    EXPECT_EQ(b.gi.storage, before_gi);
+    EXPECT_EQ(b.gw.storage, before_gw);
+    EXPECT_EQ(b.gb.storage, before_gb);
+  }
+}
+
+TEST(ValidationExecute, BufferSizesCountTheViewsOffsetAndStrides) {
+  // gradInput as every other element from offset 3: its last element is at
+  // 3 + 2*(200-1) = 401, so the buffer needs 402 elements.
+  Problem p = base2d();
+  p.grad_input.dims = {2, 4, 5, 5};
+  p.grad_input.strides = {200, 50, 10, 2};
+  p.grad_input.offset = 3;
+  auto plan = Plan::create(p);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  Bound b = bind(p, plan->workspace_size());
+  b.gi.storage.assign(402 * sizeof(float), 0);
+  BufferSizes sizes = sizes_of(b);
+  sizes.grad_input = 401;
+  Error e = plan->execute(b.buffers(), sizes, b.ws.data(), plan->workspace_size());
+  ASSERT_TRUE(e);
+  EXPECT_NE(e.message.find("gradInput buffer holds 401 elements; its f32 view needs 402"), std::string::npos)
+      << e.message;
+  sizes.grad_input = 402;
+  e = plan->execute(b.buffers(), sizes, b.ws.data(), plan->workspace_size());
+  EXPECT_FALSE(e) << e.message;
+}
+
+TEST(ValidationExecute, UnrequestedAndUnreadBuffersNeedNoSize) {
+  // gradInput alone reads gradOutput and weight; input and the other outputs
+  // may be absent with size 0.
+  Problem p = base2d();
+  p.output_mask = {true, false, false};
+  auto plan = Plan::create(p);
+  ASSERT_TRUE(plan.ok());
+  Bound b = bind(p, plan->workspace_size());
+  Buffers buf = b.buffers();
+  buf.input = nullptr;
+  buf.grad_weight = buf.grad_bias = nullptr;
+  BufferSizes sizes;
+  sizes.grad_output = 300;
+  sizes.weight = 108;
+  sizes.grad_input = 200;
+  const BufferSizes need = plan->buffer_sizes();
+  EXPECT_EQ(need.input, 0);
+  EXPECT_EQ(need.grad_weight, 0);
+  EXPECT_EQ(need.grad_bias, 0);
+  EXPECT_EQ(need.grad_input, 200);
+  const Error e = plan->execute(buf, sizes, b.ws.data(), plan->workspace_size());
+  EXPECT_FALSE(e) << e.message;
+}
+
 }  // namespace
 }  // namespace convbwd::test
 

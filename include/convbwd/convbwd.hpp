@@ -12,11 +12,16 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
+
+#if __cplusplus < 201703L
+#error "convbwd/convbwd.hpp needs C++17 or later (the library is built as C++20)"
+#endif
 
 // The library is built with hidden visibility; the public C++ API is exported.
 #define CONVBWD_API __attribute__((visibility("default")))
@@ -40,6 +45,19 @@ struct Error {
   explicit operator bool() const { return status != Status::ok; }
 };
 
+// What value() throws on a Result that holds an Error: a programming error
+// (test ok() first), reported with the error's own message, not as a bare
+// std::bad_variant_access.
+class CONVBWD_API BadResultAccess : public std::runtime_error {
+ public:
+  explicit BadResultAccess(Error e)
+      : std::runtime_error("convbwd: value() of a failed Result: " + e.message), error_(std::move(e)) {}
+  const Error& error() const { return error_; }
+
+ private:
+  Error error_;
+};
+
 // Either a value or an Error. Small on purpose: C++20 has no std::expected.
 template <class T>
 class Result {
@@ -48,14 +66,17 @@ class Result {
   Result(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
+  T& value() & { return check(), std::get<0>(v_); }
+  const T& value() const& { return check(), std::get<0>(v_); }
+  T&& value() && { return check(), std::get<0>(std::move(v_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   const Error& error() const { return std::get<1>(v_); }
 
  private:
+  void check() const {
+    if (!ok()) throw BadResultAccess(std::get<1>(v_));
+  }
   std::variant<T, Error> v_;
 };
 
@@ -112,6 +133,8 @@ struct CONVBWD_API Problem {
   TensorDesc grad_input;
   TensorDesc grad_weight;
   TensorDesc grad_bias;
+  // The descriptor's n"..." name, shown in reports; no effect on the result.
+  std::string name;
 
   // The problem descriptor string: the one currency of tests, benchmarks and
   // bug reports. See README.md for the syntax.
@@ -133,6 +156,19 @@ struct Buffers {
   void* grad_bias = nullptr;
 };
 
+// How many elements (of the view's dtype) each buffer of Buffers holds, from
+// its pointer. execute checks every buffer it reads or writes against the
+// largest element its view touches (offset + sum (dim-1)*stride, plus one).
+// Unrequested outputs may be 0.
+struct BufferSizes {
+  int64_t grad_output = 0;
+  int64_t input = 0;
+  int64_t weight = 0;
+  int64_t grad_input = 0;
+  int64_t grad_weight = 0;
+  int64_t grad_bias = 0;
+};
+
 namespace detail {
 struct PlanState;
 }
@@ -146,6 +182,9 @@ inline constexpr size_t kWorkspaceAlignment = 16;
 class CONVBWD_API Plan {
  public:
   static Result<Plan> create(const Problem&);
+  // Parses a descriptor and plans it: one Result to check, whose message
+  // says what is wrong with the descriptor or with the problem it names.
+  static Result<Plan> create(std::string_view descriptor);
 
   const Problem& problem() const;
   // Bytes of scratch memory execute needs, at an address that is a multiple
@@ -155,9 +194,16 @@ class CONVBWD_API Plan {
   std::string_view implementation(Gradient) const;
   // Floating-point operations of the requested gradients (2 per multiply-add).
   double flops() const;
+  // Elements each buffer must hold for execute (0 for a buffer the plan
+  // neither reads nor writes): allocate these, pass what you allocated.
+  BufferSizes buffer_sizes() const;
 
-  // Runs the plan. Checks the pointers and the workspace before writing
-  // anything (see check); allocates nothing on the heap.
+  // Runs the plan. Checks the pointers, each buffer's size against its view
+  // and the workspace (see check) before writing anything; allocates nothing
+  // on the heap.
+  Error execute(const Buffers&, const BufferSizes&, void* workspace, size_t workspace_bytes) const;
+  // The same without the sizes: the caller vouches that every buffer holds
+  // its view (the C API's contract, where tensors carry their storage size).
   Error execute(const Buffers&, void* workspace, size_t workspace_bytes) const;
   // What execute checks, without running: requested buffers and the
   // workspace are present, the workspace is large and aligned enough, and
@@ -166,6 +212,10 @@ class CONVBWD_API Plan {
 
  private:
   explicit Plan(std::shared_ptr<const detail::PlanState> s) : s_(std::move(s)) {}
+  // What both execute forms and check verify (sizes: null when not given).
+  Error validate(const Buffers&, const BufferSizes*, const void* workspace, size_t workspace_bytes) const;
+  // Runs a validated call.
+  Error run(const Buffers&, void* workspace) const;
   std::shared_ptr<const detail::PlanState> s_;
 };
 
@@ -174,6 +224,9 @@ class CONVBWD_API Plan {
 // Results are bit-identical for any thread count.
 CONVBWD_API void set_num_threads(int);
 CONVBWD_API int num_threads();
+
+// The library's version, "MAJOR.MINOR.PATCH" (the CMake package's version).
+CONVBWD_API std::string_view version();
 
 // The instruction set in use: "avx512", "avx2" or "scalar". CONVBWD_ISA forces
 // a lower one.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "impl/implementation.hpp"
+#include "runtime/env.hpp"
 #include "numeric/float_formats.hpp"
 #include "problem/checked.hpp"
 #include "problem/spec.hpp"
@@ -81,9 +82,9 @@ inline Strides strides_of(const View& v, int spatial) {
 // budget the way large ones do.
 constexpr int64_t kWorkspaceBudgetFloor = int64_t{64} << 20;
 inline int64_t workspace_budget(const OpSpec& op, const PlanContext& ctx) {
-  const char* const e = std::getenv("CONVBWD_WORKSPACE_FLOOR");  // read per plan, as tests set it
-  const long long v = e ? std::atoll(e) : 0;
-  const int64_t floor = v > 0 ? static_cast<int64_t>(v) : kWorkspaceBudgetFloor;
+  // Read per plan, as tests set it.
+  const int64_t floor = env_int("CONVBWD_WORKSPACE_FLOOR", 1, std::numeric_limits<int64_t>::max())
+                            .value_or(kWorkspaceBudgetFloor);
   // The scale multiplies the inputs' size, not the floor: a problem with
   // small inputs and huge padding keeps its 64 MiB. An input's size is what
   // the caller holds: a broadcast view of 2^61 elements over one float

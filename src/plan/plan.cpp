@@ -1,12 +1,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "convbwd/convbwd.hpp"
 #include "impl/nonfinite/nonfinite.hpp"
 #include "impl/registry_entries.hpp"
 #include "kernels/config.hpp"
 #include "plan/plan_state.hpp"
+#include "problem/checked.hpp"
+#include "runtime/env.hpp"
 #include "runtime/thread_pool.hpp"
 
 namespace convbwd {
@@ -21,7 +24,7 @@ bool is_reference(const Implementation* impl) { return impl && impl->plan == kRe
 // implementation that accepts wins. With skip_reference, the reference is
 // not tried (p.kernel stays null if nothing else accepts).
 void choose(PlannedOp& p, const OpSpec& spec, const PlanContext& ctx, bool skip_reference) {
-  static const bool verbose = std::getenv("CONVBWD_VERBOSE") != nullptr;
+  static const bool verbose = detail::verbose();
   const char* const pass = ctx.budget_scale > 1 ? " (relaxed workspace budget)" : "";
   for (const Implementation& impl : implementations(spec.op)) {
     if (skip_reference && is_reference(&impl)) continue;
@@ -94,6 +97,17 @@ Range byte_range(const void* base, const View& v) {
   return {b + static_cast<uintptr_t>(v.offset * es), b + static_cast<uintptr_t>((last + 1) * es)};
 }
 
+// Elements a view needs its buffer to hold: its largest element index + 1
+// (0 for an empty view). Validation bounded the reach already; should the
+// checked sum overflow anyway, no buffer is large enough.
+int64_t elements_needed(const View& v) {
+  if (v.empty()) return 0;
+  Checked last(v.offset);
+  for (int i = 0; i < v.rank; ++i) last = last + Checked(v.dims[i] - 1) * v.strides[i];
+  last = last + 1;
+  return last.ok() ? last.value() : std::numeric_limits<int64_t>::max();
+}
+
 bool overlap(Range a, Range b) { return !a.empty() && !b.empty() && a.lo < b.hi && b.lo < a.hi; }
 
 bool is_8bit(DataType t) { return t == DataType::hif8 || t == DataType::f8e4m3; }
@@ -127,6 +141,12 @@ Result<Plan> Plan::create(const Problem& problem) {
   return Plan(std::move(st));
 }
 
+Result<Plan> Plan::create(std::string_view descriptor) {
+  auto problem = Problem::parse(descriptor);
+  if (!problem) return problem.error();
+  return create(problem.value());
+}
+
 const Problem& Plan::problem() const { return s_->spec.problem; }
 size_t Plan::workspace_size() const { return s_->workspace; }
 double Plan::flops() const { return s_->flops; }
@@ -139,7 +159,32 @@ std::string_view Plan::implementation(Gradient g) const {
   return "";
 }
 
+BufferSizes Plan::buffer_sizes() const {
+  const detail::Spec& sp = s_->spec;
+  // gradOutput feeds every gradient, input only gradWeight, weight only gradInput.
+  const bool any = s_->ops[0].active || s_->ops[1].active || s_->ops[2].active;
+  auto need = [](bool used, const detail::View& v) { return used ? detail::elements_needed(v) : 0; };
+  return {need(any, sp.grad_output),       need(s_->ops[1].active, sp.input),
+          need(s_->ops[0].active, sp.weight), need(s_->ops[0].active, sp.grads[0]),
+          need(s_->ops[1].active, sp.grads[1]), need(s_->ops[2].active, sp.grads[2])};
+}
+
 Error Plan::check(const Buffers& b, const void* workspace, size_t workspace_bytes) const {
+  return validate(b, nullptr, workspace, workspace_bytes);
+}
+
+Error Plan::execute(const Buffers& b, const BufferSizes& sizes, void* workspace, size_t workspace_bytes) const {
+  // Everything is checked before anything is written.
+  if (Error e = validate(b, &sizes, workspace, workspace_bytes)) return e;
+  return run(b, workspace);
+}
+
+Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) const {
+  if (Error e = validate(b, nullptr, workspace, workspace_bytes)) return e;
+  return run(b, workspace);
+}
+
+Error Plan::validate(const Buffers& b, const BufferSizes* sizes, const void* workspace, size_t workspace_bytes) const {
   using detail::Range;
   const detail::Spec& sp = s_->spec;
   const char* const names[3] = {"gradInput", "gradWeight", "gradBias"};
@@ -159,6 +204,23 @@ Error Plan::check(const Buffers& b, const void* workspace, size_t workspace_byte
   for (int i = 0; i < 3; ++i)
     if (s_->ops[i].active && !outs[i])
       return Error{Status::null_pointer, std::string(names[i]) + " is requested but its buffer is null"};
+  if (sizes) {
+    // Same order as the pointer checks: inputs, then outputs.
+    const BufferSizes need = buffer_sizes();
+    const int64_t given[6] = {sizes->grad_output, sizes->input,      sizes->weight,
+                              sizes->grad_input,  sizes->grad_weight, sizes->grad_bias};
+    const int64_t needed[6] = {need.grad_output, need.input,       need.weight,
+                               need.grad_input,  need.grad_weight, need.grad_bias};
+    const char* const all_names[6] = {"gradOutput", "input", "weight", "gradInput", "gradWeight", "gradBias"};
+    const DataType dtypes[6] = {sp.grad_output.dtype, sp.input.dtype,    sp.weight.dtype,
+                                sp.grads[0].dtype,    sp.grads[1].dtype, sp.grads[2].dtype};
+    for (int i = 0; i < 6; ++i)
+      if (given[i] < needed[i])
+        return Error{Status::invalid_parameter, std::string(all_names[i]) + " buffer holds " +
+                                                    std::to_string(given[i]) + " elements; its " +
+                                                    std::string(to_string(dtypes[i])) + " view needs " +
+                                                    std::to_string(needed[i])};
+  }
   if (workspace_bytes < s_->workspace)
     return Error{Status::invalid_parameter, "workspace of " + std::to_string(workspace_bytes) +
                                                 " bytes is smaller than the " + std::to_string(s_->workspace) +
@@ -201,9 +263,7 @@ Error Plan::check(const Buffers& b, const void* workspace, size_t workspace_byte
   return {};
 }
 
-Error Plan::execute(const Buffers& b, void* workspace, size_t workspace_bytes) const {
-  // Everything is checked before anything is written.
-  if (Error e = check(b, workspace, workspace_bytes)) return e;
+Error Plan::run(const Buffers& b, void* workspace) const {
   const detail::Spec& sp = s_->spec;
   void* const outs[3] = {b.grad_input, b.grad_weight, b.grad_bias};
 

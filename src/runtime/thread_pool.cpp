@@ -2,19 +2,18 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
+#include <string>
 
 #include "convbwd/convbwd.hpp"
+#include "runtime/env.hpp"
 
 namespace convbwd::detail {
 namespace {
 std::atomic<int> g_requested_threads{0};
 
 int default_threads() {
-  if (const char* e = std::getenv("CONVBWD_NUM_THREADS")) {
-    const int n = std::atoi(e);
-    if (n > 0) return std::min(n, 256);
-  }
+  // Read per plan (bench/run.py changes it between plans).
+  if (const auto n = env_int("CONVBWD_NUM_THREADS", 1, kMaxThreads)) return static_cast<int>(*n);
   // Read once: glibc answers by opening and reading
   // /sys/devices/system/cpu/online, three system calls that every plan paid
   // (a fifth of a warm plan's time).
@@ -116,7 +115,13 @@ void ThreadPool::run(int64_t tasks, int max_threads, TaskFn fn, void* ctx) {
 
 namespace convbwd {
 void set_num_threads(int n) {
-  detail::g_requested_threads.store(n > 0 ? std::min(n, 256) : 0);
+  if (n < 0 || n > detail::kMaxThreads) {
+    // The same rule as the environment's: reported, and nothing changes.
+    detail::report_invalid_call("convbwd::set_num_threads", std::to_string(n),
+                               "0 (the default) or a thread count from 1 to " + std::to_string(detail::kMaxThreads));
+    return;
+  }
+  detail::g_requested_threads.store(n);
   detail::ThreadPool::global().grow(detail::configured_threads());
 }
 int num_threads() { return std::min(detail::configured_threads(), detail::ThreadPool::global().size()); }

@@ -60,6 +60,9 @@ class ThreadPool {
   int running_ = 0;    // workers inside the job, under m_
 };
 
+// The most threads a plan may use (set_num_threads, CONVBWD_NUM_THREADS).
+constexpr int kMaxThreads = 256;
+
 // Threads a new plan uses: set_num_threads, else CONVBWD_NUM_THREADS, else
 // the number of cores.
 int configured_threads();

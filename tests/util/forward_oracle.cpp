@@ -67,7 +67,10 @@ std::vector<int64_t> ConvParams::output_dims() const {
     const int64_t extent = dilation[i] * (kernel[i] - 1) + 1;  // of the dilated kernel
     if (!transposed) {
       // torch.nn.Conv: floor((in + pad_total - dilation*(k-1) - 1) / stride) + 1
-      d.push_back((in[i] + pad_before[i] + pad_after[i] - extent) / stride[i] + 1);
+      // A floor, not C++'s truncation: a kernel wider than the padded input
+      // must give an output size below 1, never 1.
+      const int64_t num = in[i] + pad_before[i] + pad_after[i] - extent;
+      d.push_back((num >= 0 ? num / stride[i] : -((-num + stride[i] - 1) / stride[i])) + 1);
     } else {
       // torch.nn.ConvTranspose: (in-1)*stride - pad_total + dilation*(k-1) + output_padding + 1
       d.push_back((in[i] - 1) * stride[i] - pad_before[i] - pad_after[i] + extent + output_padding[i]);

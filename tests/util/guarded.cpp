@@ -410,7 +410,7 @@ std::vector<std::string> reliability_descriptors() {
       // 1D
       "mb2ic3iw9oc4kw3",
       "mb2ic4iw11oc6kw3sw2pw1",
-      "mb1g2ic4iw10oc6kw3dw2pw2",
+      "mb1g2ic4iw10oc6kw3dw1pw2",
       "mb2ic3iw7oc5kw2sw3_tr",
       "mb2ic4iw6oc4kw3sw2pw1opw1_tr",
       "mb3g4ic4iw13oc4kw5pw2",  // depthwise
@@ -418,7 +418,7 @@ std::vector<std::string> reliability_descriptors() {
       "mb2ic3ih7oc4kh3ph1",
       "mb2ic8ih6iw5oc16kh1kw1",  // 1x1
       "mb1ic5ih9iw8oc7kh3kw2sh2sw1ph1pw0",
-      "mb2g2ic6ih8oc4kh3sh2dh2ph2",
+      "mb2g2ic6ih8oc4kh3sh2dh1ph2",
       "mb2ic4ih5iw6oc3kh3kw3ph0pw1phr2pwr0",  // asymmetric padding
       "mb2ic3ih4iw5oc4kh3kw2sh2sw2ph1pw1_tr",
       "mb1g3ic6ih5oc9kh3sh2ph1oph1_tr",

@@ -1,8 +1,12 @@
 #include "args.hpp"
 
 #include <charconv>
+#include <regex>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+
+#include "runtime/thread_pool.hpp"
 
 namespace convbwd::cli {
 
@@ -32,16 +36,88 @@ std::optional<T> parse_int(std::string_view s, T lo, T hi) {
 
 }  // namespace
 
+Result<bool> apply_knob(std::string_view arg, Knobs& k) {
+  auto bad = [&](std::string why) { return Error{Status::invalid_parameter, std::string(arg) + " " + why}; };
+  if (arg == "--conv") return (k.deconv = false, true);
+  if (arg == "--deconv") return (k.deconv = true, true);
+  if (arg == "--reset") return (k = Knobs{}, true);
+  const size_t eq = arg.find('=');
+  if (eq == std::string_view::npos) return false;
+  const std::string_view name = arg.substr(0, eq), value = arg.substr(eq + 1);
+  if (name == "--dir") {
+    // benchdnn's directions; convbwd computes backward passes only.
+    if (value == "BWD_D") k.dir = std::array<bool, 3>{true, false, false};
+    else if (value == "BWD_W") k.dir = std::array<bool, 3>{false, true, false};
+    else if (value == "BWD_WB") k.dir = std::array<bool, 3>{false, true, true};
+    else if (value.substr(0, 3) == "FWD")
+      return bad("is a forward direction; convbwd computes the backward pass only: BWD_D, BWD_W or BWD_WB");
+    else return bad("is unknown; expected BWD_D (gradInput), BWD_W (gradWeight) or BWD_WB (gradWeight, gradBias)");
+    return true;
+  }
+  if (name == "--dt") {
+    // benchdnn's order, src:wei:dst: input, weight, gradOutput.
+    auto one = [](std::string_view t) -> std::optional<DataType> {
+      if (t == "f32") return DataType::f32;
+      if (t == "f16") return DataType::f16;
+      if (t == "bf16") return DataType::bf16;
+      return std::nullopt;
+    };
+    std::vector<std::string_view> parts;
+    for (size_t a = 0;;) {
+      const size_t c = value.find(':', a);
+      parts.push_back(value.substr(a, c == std::string_view::npos ? std::string_view::npos : c - a));
+      if (c == std::string_view::npos) break;
+      a = c + 1;
+    }
+    if (parts.size() != 1 && parts.size() != 3) return bad("needs one dtype or three (src:wei:dst)");
+    std::array<DataType, 3> t{};
+    for (size_t i = 0; i < 3; ++i) {
+      const auto d = one(parts[parts.size() == 1 ? 0 : i]);
+      if (!d) return bad("names a dtype convbwd does not run; expected f32, f16 or bf16");
+      t[i] = *d;
+    }
+    k.dt = std::array<DataType, 3>{t[2], t[0], t[1]};  // gradOutput, input, weight
+    return true;
+  }
+  if (name == "--mb") {
+    auto v = parse_int<int64_t>(value, 0, INT64_MAX);
+    if (!v) return bad("is not a minibatch; expected a non-negative integer (0: the descriptor's)");
+    k.mb = *v;
+    return true;
+  }
+  if (name == "--match") {
+    try {
+      const std::regex check{std::string(value)};
+      (void)check;
+    } catch (const std::regex_error& e) {
+      return bad(std::string("is not a regular expression: ") + e.what());
+    }
+    k.match = std::string(value);
+    return true;
+  }
+  return false;
+}
+
 Result<Options> parse_args(int argc, const char* const* argv) {
   Options o;
   if (argc <= 1) {
     o.no_arguments = true;
     return o;
   }
+  Knobs knobs;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    {
+      auto k = apply_knob(arg, knobs);
+      if (!k) return usage(k.error().message);
+      if (k.value()) continue;
+    }
     if (arg == "-h" || arg == "--help") {
       o.help = true;
+      continue;
+    }
+    if (arg == "--version") {
+      o.version = true;
       continue;
     }
     if (arg == "-v" || arg == "--verbose") {
@@ -60,6 +136,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       if (!arg.empty() && arg[0] == '-') return usage("unknown flag '" + std::string(arg) + "'");
       if (arg.empty()) return usage("empty argument; expected a descriptor such as " + std::string(kDefaultDescriptor));
       o.descriptors.emplace_back(arg);
+      o.sources.push_back({std::string(arg), false, knobs});
       continue;
     }
     const size_t eq = arg.find('=');
@@ -67,7 +144,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
     if (eq == std::string_view::npos) {
       static const char* const kValued[] = {"--mode",  "--seed",   "--repeats",    "--warmup",
                                             "--threads", "--batch", "--gradOutput", "--input",
-                                            "--weight", "--out-dir", "--fill",      "--check-budget"};
+                                            "--weight", "--out-dir", "--fill",      "--check-budget", "--csv"};
       for (const char* v : kValued)
         if (name == v) return usage(name + " needs a value: " + name + "=VALUE");
       return usage("unknown flag '" + name + "'");
@@ -79,7 +156,11 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       else if (value == "perf") o.mode = Mode::perf;
       else if (value == "all") o.mode = Mode::all;
       else if (value == "data") o.mode = Mode::data;
-      else return usage("--mode=" + val + " is unknown; expected check, perf, all or data");
+      // benchdnn's letters: C correctness, P performance.
+      else if (value == "C") o.mode = Mode::check;
+      else if (value == "P") o.mode = Mode::perf;
+      else if (value == "CP" || value == "PC") o.mode = Mode::all;
+      else return usage("--mode=" + val + " is unknown; expected check, perf, all or data (benchdnn's C, P or CP)");
     } else if (name == "--seed") {
       auto v = parse_int<uint64_t>(value, 0, UINT64_MAX);
       if (!v) return usage("--seed=" + val + " is not a non-negative integer");
@@ -93,8 +174,10 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       if (!v) return usage("--warmup=" + val + " is not an integer in [0, 1000000]");
       o.warmup = *v;
     } else if (name == "--threads") {
-      auto v = parse_int<int>(value, 1, 4096);
-      if (!v) return usage("--threads=" + val + " is not an integer in [1, 4096]");
+      auto v = parse_int<int>(value, 1, convbwd::detail::kMaxThreads);
+      if (!v)
+        return usage("--threads=" + val + " is not an integer in [1, " +
+                     std::to_string(convbwd::detail::kMaxThreads) + "]");
       o.threads = *v;
     } else if (name == "--fill") {
       if (value == "uniform") o.fill = Fill::uniform;
@@ -103,23 +186,29 @@ Result<Options> parse_args(int argc, const char* const* argv) {
     } else if (name == "--check-budget") {
       double v = 0;
       const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || ptr != value.data() + value.size() || !(v > 0) || v > 1e9)
+      if (ec != std::errc() || ptr != value.data() + value.size() || !(v > 0))
         return usage("--check-budget=" + val + " is not a positive number of GFLOP");
+      // The cap keeps the budget's multiply-add count far inside a double's
+      // exact integers; --check-all is the way to check everything.
+      if (v > 1e9)
+        return usage("--check-budget=" + val + " is above the cap of 1e9 GFLOP; use --check-all to check every element");
       o.check_budget_gflop = v;
     } else if (name == "--batch" || name == "--gradOutput" || name == "--input" || name == "--weight" ||
-               name == "--out-dir") {
+               name == "--out-dir" || name == "--csv") {
       if (value.empty()) return usage(name + "= needs a path");
       std::string& dst = name == "--batch"        ? o.batch_file
                          : name == "--gradOutput" ? o.grad_output_path
                          : name == "--input"      ? o.input_path
                          : name == "--weight"     ? o.weight_path
+                         : name == "--csv"        ? o.csv_path
                                                   : o.out_dir;
       dst = val;
+      if (name == "--batch") o.sources.push_back({val, true, knobs});
     } else {
       return usage("unknown flag '" + name + "'");
     }
   }
-  if (o.help) return o;
+  if (o.help || o.version) return o;
   const bool data_files = !o.grad_output_path.empty() || !o.input_path.empty() || !o.weight_path.empty() ||
                           !o.out_dir.empty();
   if (data_files && o.mode != Mode::data)
@@ -131,7 +220,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
                    std::to_string(o.descriptors.size()));
     if (o.grad_output_path.empty()) return usage("--mode=data needs --gradOutput=FILE.npy");
     if (o.out_dir.empty()) return usage("--mode=data needs --out-dir=DIR");
-  } else if (o.descriptors.empty() && o.batch_file.empty()) {
+  } else if (o.sources.empty()) {
     return usage("no descriptor given; expected e.g. convbwd " + std::string(kDefaultDescriptor) +
                  ", --batch=FILE, or no arguments at all for the built-in default");
   }
@@ -170,9 +259,10 @@ MODES (--mode=...)
   all     check, then perf.
   data    Read gradOutput/input/weight from .npy files, compute the gradients
           the descriptor's mask asks for, write gradInput.npy, gradWeight.npy
-          and gradBias.npy into --out-dir (created if missing). The descriptor
-          gives stride, padding, dilation, groups, transposed, dtypes, mask
-          and math mode; the files' shapes and dtypes must agree with it.
+          and gradBias.npy into --out-dir (created if missing). The files'
+          shapes give the sizes; the descriptor gives stride, padding,
+          dilation, groups, transposed, dtypes, mask and math mode (sizes it
+          restates, and the dtypes, must agree with the files).
           --input is needed for gradWeight, --weight for gradInput.
 
 FLAGS
@@ -194,12 +284,25 @@ FLAGS
   --check-budget=G  reference work in GFLOP (values plus sum|products|) above
                     which a subset is checked (default 1: the reference is
                     plain loops, about 0.1 GFLOP/s per thread)
-  --batch=FILE      run every descriptor in FILE: one per line; '#' starts a
-                    comment; blank lines are skipped
+  --batch=FILE      run FILE's descriptors: words as on a command line, knobs
+                    and nested --batch= among them; '#' starts a comment
   --gradOutput=F --input=F --weight=F --out-dir=DIR   data mode files
+  --csv=FILE        also write one CSV row per case to FILE (check and perf):
+                    name,descriptor,mode,outcome,worst_scaled_error,subset,
+                    median_ms,gflops,repro
   -v, --verbose     print why each implementation was chosen or declined
                     (sets CONVBWD_VERBOSE=1)
   -h, --help        this text
+
+BENCHDNN KNOBS (apply to the descriptors after them; also in batch files)
+  --conv, --deconv  normal or transposed problems (--deconv is _tr)
+  --dir=BWD_D|BWD_W|BWD_WB  gradInput | gradWeight | gradWeight and gradBias
+  --dt=T or --dt=SRC:WEI:DST  dtypes of input, weight, gradOutput (f32 f16 bf16)
+  --mb=N            minibatch of every descriptor (0: the descriptor's)
+  --match=REGEX     only the descriptors REGEX matches
+  --mode=C|P|CP     check | perf | both
+  --reset           the knobs' defaults again
+  --version         the library's version and the instruction-set tier in use
 
   Every case prints a one-line 'repro:' command that reruns it.
   Exit status: 0 all passed, 1 a check failed, 2 bad flag, descriptor, file
@@ -215,13 +318,14 @@ DESCRIPTOR SYNTAX
   icN     input channels Cin                                   (required)
   ocN     output channels Cout                                 (default ic)
   idN ihN iwN   input depth/height/width                       (required)
-  odN ohN owN   output size: optional; if given it must equal the size
-                implied by the other tokens
+  odN ohN owN   output size: optional; a padding not given is deduced
+                from it as benchdnn does (trailing: what it leaves)
   kdN khN kwN   kernel size                                    (default 1)
   sdN shN swN   stride                                         (default 1)
   pdN phN pwN   padding before (and after, unless given below) (default 0)
   pdrN phrN pwrN  padding after, for asymmetric padding        (default: before)
-  ddN dhN dwN   dilation                                       (default 1)
+  ddN dhN dwN   dilation counted from 0 (dh0 dense, dh1 factor 2) (default 0)
+  n"NAME"       the name shown in reports (benchdnn's shape files)
   opdN ophN opwN  output padding, transposed only, < stride    (default 0)
   mathN   cubeMathType: 0 KEEP_DTYPE, 1 ALLOW_FP32_DOWN_PRECISION (HF32),
           2 USE_FP16, 3 USE_HF32                               (default 0)
@@ -246,7 +350,7 @@ EXAMPLES
   mb2ic32ih16oc16kh3sh2ph1oph1_tr     transposed, output padding: 32x32 output
   mb2g4ic32ih28oc64kh3ph1             4 groups
   mb2g32ic32ih28oc32kh3ph1            depthwise
-  mb2ic16ih32oc16kh3dh2ph2            dilation 2
+  mb2ic16ih32oc16kh3dh1ph2            dilation 2
   mb2ic16ih32oc16kh3ph1pw2phr0pwr1    asymmetric padding [top,bottom,left,right] = [1,0,2,1]
   mb2ic16ih32oc16kh3ph1_dtbf16        bf16 tensors
   mb2ic16ih32oc16kh3ph1_dtf16:f32:f32 fp16 gradOutput, fp32 input and weight
@@ -261,10 +365,12 @@ DATA MODE FILES (.npy)
   float type the bits are. Outputs are written the same way (bf16 as '<u2').
 
 ENVIRONMENT
-  CONVBWD_NUM_THREADS=N   default thread count (--threads overrides it)
-  CONVBWD_ISA=scalar|avx2 force a lower instruction set than the CPU has
+  CONVBWD_NUM_THREADS=N   default thread count, 1 to 256 (--threads overrides it)
+  CONVBWD_ISA=TIER        force a lower instruction-set tier than the one detected
+                          from the CPU's features (perf mode prints the tier in use)
   CONVBWD_VERBOSE=1       print, while planning, why each implementation was
-                          chosen or declined
+                          chosen or declined (0: quiet)
+  An invalid value is reported with what is accepted, and the tool exits 2.
 )";
 }
 

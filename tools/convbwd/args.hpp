@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -26,10 +28,33 @@ enum Exit : int {
   kExitError = 2,  // bad flag, descriptor, file or problem
 };
 
+// benchdnn's knobs: each applies to the descriptors after it, on the command
+// line and in batch files (which read like more arguments); --reset restores
+// these defaults.
+struct Knobs {
+  bool deconv = false;                        // --deconv: transposed (--conv: normal)
+  std::optional<std::array<bool, 3>> dir;     // --dir=BWD_D|BWD_W|BWD_WB: the gradients
+  std::optional<std::array<DataType, 3>> dt;  // --dt=: gradOutput, input, weight
+  int64_t mb = 0;                             // --mb=N (0: the descriptor's)
+  std::string match;                          // --match=REGEX: only matching descriptors
+};
+
+// Applies `arg` to `knobs` if it is one of them: true when consumed, false
+// when `arg` is not a knob, an Error naming the value otherwise.
+Result<bool> apply_knob(std::string_view arg, Knobs& knobs);
+
+// A descriptor or a batch file, with the knobs in force where it was given.
+struct Source {
+  std::string text;
+  bool batch = false;
+  Knobs knobs;
+};
+
 struct Options {
   std::optional<Mode> mode;  // unset: check when a descriptor or batch is given
   std::vector<std::string> descriptors;  // positional arguments
-  std::string batch_file;
+  std::string batch_file;                // the last --batch
+  std::vector<Source> sources;           // descriptors and batch files, in order
   uint64_t seed = 1;
   Fill fill = Fill::uniform;
   std::optional<int> repeats;  // perf: timed runs (default 5, or 3 when one run is slow)
@@ -39,8 +64,10 @@ struct Options {
   bool check_all = false;      // check every element even for huge problems
   double check_budget_gflop = 1;  // reference work above which a subset is checked
   std::string grad_output_path, input_path, weight_path, out_dir;
+  std::string csv_path;  // --csv=FILE: one row per case, for machines
   bool verbose = false;
   bool help = false;
+  bool version = false;  // --version: print it and exit
   bool no_arguments = false;  // argv had nothing: run the built-in default
 };
 

@@ -54,9 +54,9 @@ CaseResult run_check(const Problem& given, const std::string& desc, const Option
     return res;
   }
   Workspace ws = make_workspace(plan->workspace_size());
+  const Bound bound = bind(go, in, w, outs);
   const auto t0 = std::chrono::steady_clock::now();
-  const Error e = plan->execute(Buffers{go.data(), in.data(), w.data(), outs[0].data(), outs[1].data(), outs[2].data()},
-                                ws.ptr.get(), ws.bytes);
+  const Error e = plan->execute(bound.buffers, bound.sizes, ws.ptr.get(), ws.bytes);
   const double exec_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (e) {
     print_error(desc + ": execute failed: " + e.message);

@@ -2,6 +2,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "host.hpp"
 #include "modes.hpp"
@@ -43,11 +46,63 @@ Result<HostTensor> load(const std::string& path, const char* role, const TensorD
   return t;
 }
 
+// The sizes the .npy files say, as descriptor tokens: mb, oc and the output
+// size from gradOutput, ic and the input size from input, the kernel from
+// weight. Files that cannot be read say nothing here; load() reports them.
+std::vector<std::pair<std::string, int64_t>> tokens_from_files(const Options& o) {
+  std::vector<std::pair<std::string, int64_t>> t;
+  auto spatial = [&](const std::vector<int64_t>& shape, const char* family) {
+    static const char kDims[3] = {'d', 'h', 'w'};
+    const size_t sp = shape.size() - 2;
+    for (size_t i = 0; i < sp; ++i) t.emplace_back(std::string(family) + kDims[3 - sp + i], shape[2 + i]);
+  };
+  auto shape_of = [](const std::string& path) -> std::vector<int64_t> {
+    if (path.empty()) return {};
+    auto a = npy::read_file(path);
+    return a && a->shape.size() >= 3 && a->shape.size() <= 5 ? a->shape : std::vector<int64_t>{};
+  };
+  if (const auto go = shape_of(o.grad_output_path); !go.empty()) {
+    t.emplace_back("mb", go[0]);
+    t.emplace_back("oc", go[1]);
+    spatial(go, "o");
+  }
+  if (const auto in = shape_of(o.input_path); !in.empty()) {
+    t.emplace_back("ic", in[1]);
+    spatial(in, "i");
+  }
+  if (const auto w = shape_of(o.weight_path); !w.empty()) spatial(w, "k");
+  return t;
+}
+
+// The descriptor with the files' sizes added for the tokens it lacks: each
+// token the user gave wins (parse reports it as given twice, so it is left
+// out of the additions and the parse tried again).
+Result<Problem> parse_with_files(const std::string& given, const Options& o) {
+  auto add = tokens_from_files(o);
+  for (;;) {
+    std::string prefix;
+    for (const auto& [name, value] : add) prefix += name + std::to_string(value);
+    auto parsed = Problem::parse(prefix.empty() ? given : prefix + "_" + given);
+    if (parsed || prefix.empty()) return parsed;
+    const std::string& m = parsed.error().message;
+    const size_t at = m.find("': token '");
+    const size_t end = at == std::string::npos ? at : m.find("' is given twice", at);
+    if (end == std::string::npos) return Problem::parse(given);  // the user's own mistake, in their words
+    const std::string twice = m.substr(at + 10, end - at - 10);
+    const size_t before = add.size();
+    std::erase_if(add, [&](const auto& tok) { return tok.first == twice; });
+    if (add.size() == before) return Problem::parse(given);
+  }
+}
+
 }  // namespace
 
 Outcome run_data(const Options& o) {
   const std::string& given = o.descriptors.front();
-  auto parsed = Problem::parse(given);
+  // The files give the shapes; the descriptor gives what they cannot (stride,
+  // padding, dilation, groups, transposed, dtypes, mask), and may restate
+  // sizes, which must then agree with the files.
+  auto parsed = parse_with_files(given, o);
   if (!parsed) {
     print_error(parsed.error().message);
     return Outcome::error;
@@ -93,9 +148,9 @@ Outcome run_data(const Options& o) {
   auto plan = Plan::create(p);
   if (!plan) return fail(desc + ": " + plan.error().message);
   Workspace ws = make_workspace(plan->workspace_size());
+  const Bound bound = bind(go, in, w, outs);
   const auto t0 = std::chrono::steady_clock::now();
-  const Error e = plan->execute(Buffers{go.data(), in.data(), w.data(), outs[0].data(), outs[1].data(), outs[2].data()},
-                                ws.ptr.get(), ws.bytes);
+  const Error e = plan->execute(bound.buffers, bound.sizes, ws.ptr.get(), ws.bytes);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (e) return fail(desc + ": execute failed: " + e.message);
 

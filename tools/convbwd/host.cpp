@@ -46,4 +46,13 @@ void fill(HostTensor& t, Fill kind, std::mt19937_64& rng) {
   }
 }
 
+Bound bind(const HostTensor& grad_output, const HostTensor& input, const HostTensor& weight, HostTensor (&outs)[3]) {
+  Bound b;
+  b.buffers = Buffers{grad_output.data(), input.data(), weight.data(), outs[0].data(), outs[1].data(), outs[2].data()};
+  // What each allocation holds (an absent tensor holds nothing).
+  auto held = [](const HostTensor& t) { return static_cast<int64_t>(t.bytes.size() / size_of(t.dtype)); };
+  b.sizes = BufferSizes{held(grad_output), held(input), held(weight), held(outs[0]), held(outs[1]), held(outs[2])};
+  return b;
+}
+
 }  // namespace convbwd::cli

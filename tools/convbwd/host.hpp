@@ -24,6 +24,14 @@ struct HostTensor {
   TensorDesc desc() const;
 };
 
+// Plan::execute's arguments for host tensors: each pointer with the number
+// of elements its tensor holds, so execute checks every view against it.
+struct Bound {
+  Buffers buffers;
+  BufferSizes sizes;
+};
+Bound bind(const HostTensor& grad_output, const HostTensor& input, const HostTensor& weight, HostTensor (&outs)[3]);
+
 // Zero-initialized storage. Byte pattern `fill_byte` (0xFF: NaN in every
 // float format convbwd writes) marks outputs, so an element the plan forgot
 // to write never passes a comparison.

@@ -19,10 +19,17 @@ int main(int argc, char** argv) {
     std::fputs(help_text(), stdout);
     return kExitPass;
   }
+  if (options->version) {
+    std::printf("convbwd %.*s (isa %.*s)\n", static_cast<int>(convbwd::version().size()), convbwd::version().data(),
+                static_cast<int>(convbwd::isa().size()), convbwd::isa().data());
+    return kExitPass;
+  }
   // Nothing should throw past the modes; if memory runs out or a library
   // throws anyway, say so instead of aborting.
   try {
-    return run(options.value());
+    const int rc = run(options.value());
+    // A variable read while planning (a test knob) refused on the way.
+    return environment_refused() ? kExitError : rc;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
   } catch (const std::exception& e) {

@@ -1,12 +1,22 @@
 // Dispatch: single descriptors, batches, the no-argument default.
 #include "modes.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <new>
+#include <regex>
+#include <sstream>
 #include <vector>
 
+#include <unistd.h>  // isatty
+
+#include "problem/printable.hpp"
 #include "problem/spec.hpp"
+#include "runtime/env.hpp"
 #include "report.hpp"
 
 namespace convbwd::cli {
@@ -43,17 +53,35 @@ double needed_bytes(const Problem& p, Mode mode) {
   return total;
 }
 
-CaseResult run_case(const std::string& given, Mode mode, const Options& o) {
+CaseResult run_case(const std::string& given, Mode mode, const Options& o, const Knobs& knobs) {
   CaseResult res;
-  auto parsed = Problem::parse(given);
+  // --deconv: the descriptor names a transposed convolution (tokens may come
+  // in any order, so "tr_" in front is the same as "_tr" at the end).
+  auto parsed = Problem::parse(knobs.deconv ? "tr_" + given : given);
+  res.repro = repro_line(mode, given, o);
   if (!parsed) {
     print_error(parsed.error().message);
-    std::printf("repro: convbwd --mode=%s %s\n", to_string(mode), given.c_str());
+    std::printf("%s\n", res.repro.c_str());
     return res;
   }
+  res.name = parsed->name;
+  // The other knobs override the descriptor's minibatch, gradients and dtypes.
+  Problem& pk = parsed.value();
+  const bool knobbed = knobs.deconv || knobs.mb > 0 || knobs.dir || knobs.dt;
+  if (knobs.mb > 0) pk.input.dims[0] = pk.grad_output.dims[0] = knobs.mb;
+  if (knobs.dir) pk.output_mask = *knobs.dir;
+  if (knobs.dt) {
+    pk.grad_output.dtype = (*knobs.dt)[0];
+    pk.input.dtype = (*knobs.dt)[1];
+    pk.weight.dtype = (*knobs.dt)[2];
+  }
+  if (!pk.name.empty()) std::printf("name: %s\n", pk.name.c_str());
   // The case keeps the user's spelling (it parses to the same problem, so it
-  // is a valid repro); -v also prints the canonical one.
-  const std::string& desc = given;
+  // is a valid repro) unless knobs changed it: then the canonical form, which
+  // says everything the knobs did. -v prints the canonical one too.
+  const std::string desc = knobbed ? pk.descriptor() : given;
+  res.repro = repro_line(mode == Mode::all ? Mode::check : mode, desc, o);
+  res.descriptor = desc;
   if (o.verbose) std::printf("canonical descriptor: %s\n", parsed->descriptor().c_str());
   // Validate before allocating anything: a bad or hostile descriptor gets the
   // library's message, not an allocation failure.
@@ -72,16 +100,33 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o) {
     print_error(buf);
     return res;
   }
-  if (mode == Mode::check) return run_check(parsed.value(), desc, o);
-  if (mode == Mode::perf) return run_perf(parsed.value(), desc, o);
-  // all: check, then time.
-  CaseResult c = run_check(parsed.value(), desc, o);
-  if (c.outcome == Outcome::error) return c;
-  CaseResult t = run_perf(parsed.value(), desc, o);
-  c.median_ms = t.median_ms;
-  c.gflops = t.gflops;
-  if (t.outcome == Outcome::error) c.outcome = Outcome::error;
-  return c;
+  // Under the limit, memory may still run out: say how much was asked for,
+  // and let a batch go on with its next case.
+  try {
+    auto labelled = [&](CaseResult r) {
+      r.name = res.name;
+      r.repro = res.repro;
+      r.descriptor = res.descriptor;
+      return r;
+    };
+    if (mode == Mode::check) return labelled(run_check(parsed.value(), desc, o));
+    if (mode == Mode::perf) return labelled(run_perf(parsed.value(), desc, o));
+    // all: check, then time.
+    CaseResult c = run_check(parsed.value(), desc, o);
+    if (c.outcome == Outcome::error) return labelled(c);
+    CaseResult t = run_perf(parsed.value(), desc, o);
+    c.median_ms = t.median_ms;
+    c.gflops = t.gflops;
+    if (t.outcome == Outcome::error) c.outcome = Outcome::error;
+    return labelled(c);
+  } catch (const std::bad_alloc&) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s: out of memory; its tensors need %.2f GiB in %s mode, plus the plan's workspace",
+                  desc.c_str(), need / (1ull << 30), to_string(mode));
+    print_error(buf);
+    std::printf("%s\n", repro_line(mode, desc, o).c_str());
+    return res;
+  }
 }
 
 namespace {
@@ -91,13 +136,6 @@ struct Tally {
   void add(Outcome o) { (o == Outcome::pass ? pass : o == Outcome::fail ? fail : error)++; }
   int exit_code() const { return error ? kExitError : fail ? kExitFail : kExitPass; }
 };
-
-std::string trim(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \t\r\n");
-  if (a == std::string::npos) return "";
-  const size_t b = s.find_last_not_of(" \t\r\n");
-  return s.substr(a, b - a + 1);
-}
 
 int run_default(const Options& o) {
   std::printf(
@@ -121,9 +159,96 @@ int run_default(const Options& o) {
 
 }  // namespace
 
+namespace {
+
+struct Case {
+  std::string descriptor, where;
+  Knobs knobs;
+};
+
+// RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
+std::string csv_field(const std::string& f) {
+  if (f.find_first_of(",\"\n\r") == std::string::npos) return f;
+  std::string q = "\"";
+  for (const char c : f) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+bool matches(const Knobs& k, const std::string& descriptor) {
+  return k.match.empty() || std::regex_search(descriptor, std::regex(k.match));
+}
+
+// Reads a batch file as benchdnn does: whitespace-separated words, '#' to the
+// end of a line a comment; knobs change what follows (in nested files too),
+// --batch=FILE reads FILE there (relative to this file's folder first).
+bool read_batch(const std::string& path, Knobs& knobs, std::vector<Case>& cases, int depth) {
+  if (depth > 16) {
+    print_error(path + ": batch files nested more than 16 deep (does one include itself?)");
+    return false;
+  }
+  // Say why a file cannot be read: a directory opens but fails on reading.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    print_error(path + ": is a directory; expected a batch file of descriptors and knobs");
+    return false;
+  }
+  errno = 0;
+  std::ifstream f(path);
+  if (!f) {
+    const int why = errno;
+    print_error(path + ": cannot open the batch file: " + (why ? std::strerror(why) : "reason unknown"));
+    return false;
+  }
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    const size_t hash = line.find('#');
+    std::istringstream words(hash == std::string::npos ? line : line.substr(0, hash));
+    const std::string where = path + ":" + std::to_string(n);
+    for (std::string w; words >> w;) {
+      if (w.rfind("--batch=", 0) == 0) {
+        std::string nested = w.substr(8);
+        const std::filesystem::path beside = std::filesystem::path(path).parent_path() / nested;
+        if (std::filesystem::path(nested).is_relative() && std::filesystem::exists(beside, ec)) nested = beside.string();
+        if (!read_batch(nested, knobs, cases, depth + 1)) return false;
+        continue;
+      }
+      if (w.rfind("--", 0) == 0) {
+        auto k = apply_knob(w, knobs);
+        if (!k) {
+          print_error(where + ": " + k.error().message);
+          return false;
+        }
+        if (!k.value()) {
+          print_error(where + ": '" + w + "' is not a knob batch files take; expected --conv, --deconv, --dir=, "
+                      "--dt=, --mb=, --match=, --reset or --batch=");
+          return false;
+        }
+        continue;
+      }
+      if (matches(knobs, w)) cases.push_back({w, where, knobs});
+    }
+  }
+  if (f.bad()) {
+    print_error(path + ": read error after " + counted(static_cast<int64_t>(cases.size()), "descriptor"));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool environment_refused() { return !convbwd::detail::env_reports().empty(); }
+
 int run(const Options& o) {
   if (o.verbose) setenv("CONVBWD_VERBOSE", "1", 1);
   if (o.threads) convbwd::set_num_threads(*o.threads);
+  // The variables read before any plan: an invalid one stops the run before
+  // any work (the library has said which, the value and what it accepts).
+  // Those read while planning are caught by main's check at exit.
+  (void)convbwd::num_threads();
+  (void)convbwd::isa();
+  (void)convbwd::detail::verbose();
+  if (environment_refused()) return kExitError;
   if (o.no_arguments) return run_default(o);
   const Mode mode = o.mode.value_or(Mode::check);
   if (mode == Mode::data) {
@@ -131,49 +256,69 @@ int run(const Options& o) {
     return r == Outcome::pass ? kExitPass : r == Outcome::fail ? kExitFail : kExitError;
   }
 
-  // Cases: the positional descriptors, then the batch file's lines.
-  struct Case {
-    std::string descriptor, where;
-  };
+  // Cases: descriptors and batch files in the order given, each with the
+  // knobs in force there.
   std::vector<Case> cases;
-  for (const std::string& d : o.descriptors) cases.push_back({d, ""});
-  if (!o.batch_file.empty()) {
-    std::ifstream f(o.batch_file);
-    if (!f) {
-      print_error(o.batch_file + ": cannot open the batch file");
-      return kExitError;
+  for (const Source& src : o.sources) {
+    Knobs knobs = src.knobs;
+    if (!src.batch) {
+      if (matches(knobs, src.text)) cases.push_back({src.text, "", knobs});
+      continue;
     }
-    std::string line;
-    for (int n = 1; std::getline(f, line); ++n) {
-      const size_t hash = line.find('#');
-      const std::string d = trim(hash == std::string::npos ? line : line.substr(0, hash));
-      if (d.empty()) continue;
-      if (d.find_first_of(" \t") != std::string::npos) {
-        print_error(o.batch_file + ":" + std::to_string(n) + ": expected one descriptor per line, got '" + d + "'");
-        return kExitError;
-      }
-      cases.push_back({d, o.batch_file + ":" + std::to_string(n)});
-    }
-    if (f.bad()) {
-      print_error(o.batch_file + ": read error");
-      return kExitError;
-    }
-    if (cases.empty()) {
-      print_error(o.batch_file + ": holds no descriptor");
+    const size_t before = cases.size();
+    if (!read_batch(src.text, knobs, cases, 0)) return kExitError;
+    if (cases.size() == before) {
+      print_error(src.text + ": holds no descriptor" + (knobs.match.empty() ? "" : " matching --match"));
       return kExitError;
     }
   }
+  // --csv: opened before any case runs, so a bad path costs no work.
+  std::ofstream csv;
+  if (!o.csv_path.empty()) {
+    csv.open(o.csv_path);
+    if (!csv) {
+      print_error(o.csv_path + ": cannot open for writing (--csv)");
+      return kExitError;
+    }
+    csv << "name,descriptor,mode,outcome,worst_scaled_error,subset,median_ms,gflops,repro\n";
+  }
   Tally tally;
+  std::vector<std::string> failed;  // "where name: repro" of each case that did not pass
+  // Progress through a batch whose report goes to a file: one line on the
+  // terminal, rewritten per case. (On a terminal the report itself shows it.)
+  const bool progress = cases.size() > 1 && isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO);
   for (size_t i = 0; i < cases.size(); ++i) {
+    if (progress)
+      std::fprintf(stderr, "\r\x1b[Kconvbwd: case %zu/%zu, %d FAIL, %s so far: %s", i + 1, cases.size(), tally.fail,
+                   counted(tally.error, "error").c_str(), detail::printable(cases[i].descriptor).c_str());
     if (i) std::printf("\n");
     if (!cases[i].where.empty()) std::printf("[%s]\n", cases[i].where.c_str());
     std::fflush(stdout);
-    tally.add(run_case(cases[i].descriptor, mode, o).outcome);
+    const CaseResult r = run_case(cases[i].descriptor, mode, o, cases[i].knobs);
+    tally.add(r.outcome);
+    if (csv.is_open()) {
+      const char* outcome = r.outcome == Outcome::pass ? "PASS" : r.outcome == Outcome::fail ? "FAIL" : "ERROR";
+      const bool checked = mode != Mode::perf && r.outcome != Outcome::error;
+      const bool timed = mode != Mode::check && r.outcome != Outcome::error;
+      char nums[96];
+      std::snprintf(nums, sizeof nums, "%s,%s,%s,%s", checked ? std::to_string(r.worst_scaled_error).c_str() : "",
+                    checked ? (r.subset ? "1" : "0") : "", timed ? std::to_string(r.median_ms).c_str() : "",
+                    timed ? std::to_string(r.gflops).c_str() : "");
+      csv << csv_field(r.name) << "," << csv_field(r.descriptor.empty() ? cases[i].descriptor : r.descriptor) << ","
+          << to_string(mode) << "," << outcome << "," << nums << "," << csv_field(r.repro) << "\n";
+    }
+    if (r.outcome != Outcome::pass)
+      failed.push_back(std::string(r.outcome == Outcome::fail ? "FAIL  " : "ERROR ") +
+                       (cases[i].where.empty() ? "" : cases[i].where + " ") +
+                       (r.name.empty() ? "" : "n\"" + r.name + "\" ") + r.repro);
     std::fflush(stdout);
   }
-  if (cases.size() > 1)
-    std::printf("\nsummary: %zu cases, %d PASS, %d FAIL, %d errors\n", cases.size(), tally.pass, tally.fail,
-                tally.error);
+  if (progress) std::fprintf(stderr, "\r\x1b[Kconvbwd: %s done\n", counted(static_cast<int64_t>(cases.size()), "case").c_str());
+  if (cases.size() > 1) {
+    std::printf("\nsummary: %s, %d PASS, %d FAIL, %s\n", counted(static_cast<int64_t>(cases.size()), "case").c_str(),
+                tally.pass, tally.fail, counted(tally.error, "error").c_str());
+    for (const std::string& f : failed) std::printf("  %s\n", f.c_str());
+  }
   return tally.exit_code();
 }
 

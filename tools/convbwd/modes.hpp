@@ -16,10 +16,13 @@ struct CaseResult {
   double worst_scaled_error = 0;  // check
   bool subset = false;            // check: only a subset of elements was compared
   double median_ms = 0, gflops = 0;  // perf
+  std::string name;        // the descriptor's n"..."
+  std::string descriptor;  // as reported (canonical when knobs changed it)
+  std::string repro;  // the case's repro line
 };
 
 // One descriptor in check, perf or all mode. Prints a block ending in a repro line.
-CaseResult run_case(const std::string& descriptor, Mode mode, const Options& options);
+CaseResult run_case(const std::string& descriptor, Mode mode, const Options& options, const Knobs& knobs = {});
 CaseResult run_check(const Problem& problem, const std::string& descriptor, const Options& options);
 CaseResult run_perf(const Problem& problem, const std::string& descriptor, const Options& options);
 // Data mode (.npy in, .npy out).
@@ -27,6 +30,10 @@ Outcome run_data(const Options& options);
 
 // Everything the parsed command line asks for; returns the exit status.
 int run(const Options& options);
+
+// Whether the library refused an environment variable (or a setting) so far:
+// it printed why; the CLI then exits 2.
+bool environment_refused();
 
 // Memory a problem's tensors need in a mode (check: inputs, their absolute
 // copies, outputs and the reference's; perf: inputs and outputs), so huge

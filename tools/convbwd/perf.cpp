@@ -38,7 +38,7 @@ CaseResult run_perf(const Problem& given, const std::string& desc, const Options
     return res;
   }
   Workspace ws = make_workspace(plan->workspace_size());
-  const Buffers buffers{go.data(), in.data(), w.data(), outs[0].data(), outs[1].data(), outs[2].data()};
+  const Bound bound = bind(go, in, w, outs);
   // --cold-cache: a buffer twice the size of a large L3, rewritten before
   // each run. One byte is read back so the writes cannot be dropped.
   std::vector<unsigned char> evict(o.cold_cache ? size_t{64} << 20 : 0);
@@ -49,7 +49,7 @@ CaseResult run_perf(const Problem& given, const std::string& desc, const Options
       sink = evict[evict.size() / 2];
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const Error e = plan->execute(buffers, ws.ptr.get(), ws.bytes);
+    const Error e = plan->execute(bound.buffers, bound.sizes, ws.ptr.get(), ws.bytes);
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (e) print_error(desc + ": execute failed: " + e.message);
     return !e;
@@ -80,9 +80,10 @@ CaseResult run_perf(const Problem& given, const std::string& desc, const Options
     impls += std::string(impls.empty() ? "" : " ") + gradient_name(g) + "=" + std::string(plan->implementation(g));
   }
   std::printf(
-      "perf  %s  median %s  min %s  %.2f GFLOP/s  (%.3g GFLOP; %d runs after %d warm-up%s; %d threads; isa %s)\n",
+      "perf  %s  median %s  min %s  %.2f GFLOP/s  (%.3g GFLOP; %s after %s%s; %s; isa %s)\n",
       desc.c_str(), format_ms(res.median_ms).c_str(), format_ms(min_ms).c_str(), res.gflops, plan->flops() / 1e9,
-      static_cast<int>(m), o.warmup, o.cold_cache ? ", cold cache" : "", convbwd::num_threads(),
+      counted(static_cast<int64_t>(m), "run").c_str(), counted(o.warmup, "warm-up").c_str(),
+      o.cold_cache ? ", cold cache" : "", counted(convbwd::num_threads(), "thread").c_str(),
       std::string(convbwd::isa()).c_str());
   std::printf("  implementations: %s\n", impls.c_str());
   std::printf("%s\n", repro_line(Mode::perf, desc, o).c_str());

@@ -1,26 +1,97 @@
 #include "report.hpp"
 
+#include <cctype>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include <unistd.h>  // environ
 
 namespace convbwd::cli {
 
+namespace {
+
+// A word as a shell reads it back: bare when it is made of safe characters,
+// else in single quotes; with control or non-ASCII bytes, bash's $'...' with
+// \xNN escapes, so the line shows no raw bytes and still reruns exactly.
+std::string shell_word(const std::string& w) {
+  bool safe = !w.empty(), raw = false;
+  for (const char ch : w) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) raw = true;
+    if (!std::isalnum(c) && (c == 0 || !std::strchr("_-./:=,+@%", c))) safe = false;
+  }
+  if (safe) return w;
+  if (raw) {
+    std::string q = "$'";
+    for (const char ch : w) {
+      const auto c = static_cast<unsigned char>(ch);
+      char buf[8];
+      if (c < 0x20 || c >= 0x7f || ch == '\'' || ch == '\\') {
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        q += buf;
+      } else {
+        q += ch;
+      }
+    }
+    return q + "'";
+  }
+  std::string q = "'";
+  for (const char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The shortest text that reads back as the same double.
+std::string exact(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
 std::string repro_line(Mode mode, const std::string& descriptor, const Options& o) {
-  std::string s = "repro: convbwd --mode=" + std::string(to_string(mode)) + " " + descriptor;
+  // The environment variables that change what runs (the instruction set,
+  // the test knobs), as assignments before the command. The thread count is
+  // given as --threads instead, and CONVBWD_VERBOSE only prints.
+  std::string env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view var(*e);
+    if (var.substr(0, 8) != "CONVBWD_" || var.substr(0, 20) == "CONVBWD_NUM_THREADS=" ||
+        var.substr(0, 16) == "CONVBWD_VERBOSE=")
+      continue;
+    const size_t eq = var.find('=');
+    if (eq == std::string_view::npos || eq + 1 == var.size()) continue;  // empty: the default
+    env += std::string(var.substr(0, eq + 1)) + shell_word(std::string(var.substr(eq + 1))) + " ";
+  }
+  std::string s = "repro: " + env + "convbwd --mode=" + std::string(to_string(mode)) + " " + shell_word(descriptor);
   if (mode == Mode::data) {
-    s += " --gradOutput=" + o.grad_output_path;
-    if (!o.input_path.empty()) s += " --input=" + o.input_path;
-    if (!o.weight_path.empty()) s += " --weight=" + o.weight_path;
-    s += " --out-dir=" + o.out_dir;
+    s += " --gradOutput=" + shell_word(o.grad_output_path);
+    if (!o.input_path.empty()) s += " --input=" + shell_word(o.input_path);
+    if (!o.weight_path.empty()) s += " --weight=" + shell_word(o.weight_path);
+    s += " --out-dir=" + shell_word(o.out_dir);
   }
   if (mode == Mode::check || mode == Mode::all) {
     s += " --seed=" + std::to_string(o.seed);
     if (o.fill == Fill::small_ints) s += " --fill=ints";
     if (o.check_all) s += " --check-all";
+    // The budget decides which elements a subset check compares.
+    if (o.check_budget_gflop != Options{}.check_budget_gflop) s += " --check-budget=" + exact(o.check_budget_gflop);
   }
-  if ((mode == Mode::perf || mode == Mode::all) && o.repeats) s += " --repeats=" + std::to_string(*o.repeats);
-  if ((mode == Mode::perf || mode == Mode::all) && o.cold_cache) s += " --cold-cache";
-  if (o.threads) s += " --threads=" + std::to_string(*o.threads);
+  if (mode == Mode::perf || mode == Mode::all) {
+    if (o.warmup != Options{}.warmup) s += " --warmup=" + std::to_string(o.warmup);
+    if (o.repeats) s += " --repeats=" + std::to_string(*o.repeats);
+    if (o.cold_cache) s += " --cold-cache";
+  }
+  // Always: without --threads the count comes from the environment or the
+  // core count, which differ between machines.
+  s += " --threads=" + std::to_string(o.threads ? *o.threads : num_threads());
   return s;
+}
+
+std::string counted(int64_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
 std::string format_dims(const std::vector<int64_t>& dims) {

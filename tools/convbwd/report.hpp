@@ -2,6 +2,7 @@
 // errors to stderr.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ std::string format_ms(double ms);
 std::string format_count(double v);  // 1.23e+06 -> "1.23M"
 
 const char* gradient_name(Gradient g);
+
+// "1 thread", "2 threads": a count with its noun, plural unless it is 1.
+std::string counted(int64_t n, const char* noun);
 
 // "error: ..." on stderr.
 void print_error(const std::string& message);
