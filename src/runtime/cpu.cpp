@@ -8,6 +8,7 @@
 
 #include "convbwd/convbwd.hpp"
 #include "kernels/config.hpp"
+#include "runtime/env.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -62,14 +63,15 @@ Isa from_env(Isa best) {
   std::string accepted;
   for (Isa i : kAllIsas)
     if (cpu_has(i) || emulated_kernel_config(i)) accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(i));
+  // Reported through the one strict parser's channel (runtime/env.hpp), so
+  // the CLI exits 2 on it like on any other invalid variable.
   const std::optional<Isa> want = isa_from_string(e);
   if (!want) {
-    std::fprintf(stderr, "convbwd: CONVBWD_ISA=%s is not a tier; accepted here: %s\n", e, accepted.c_str());
+    report_invalid_env("CONVBWD_ISA", e, "a tier name this CPU has: " + accepted);
     return best;
   }
   if (!cpu_has(*want) && !emulated_kernel_config(*want)) {
-    std::fprintf(stderr, "convbwd: CONVBWD_ISA=%s: this CPU lacks that tier; accepted here: %s\n", e,
-                 accepted.c_str());
+    report_invalid_env("CONVBWD_ISA", e, "a tier this CPU has (it lacks " + std::string(e) + "): " + accepted);
     return best;
   }
   Isa run = Isa::scalar;
