@@ -54,12 +54,13 @@ std::string exact(double v) {
 std::string repro_line(Mode mode, const std::string& descriptor, const Options& o) {
   // The environment variables that change what runs (the instruction set,
   // the test knobs), as assignments before the command. The thread count is
-  // given as --threads instead, and CONVBWD_VERBOSE only prints.
+  // given as --threads instead, CONVBWD_VERBOSE only prints, and the test
+  // scripts' CONVBWD_SKIP_* switches are read by no library or CLI code.
   std::string env;
   for (char** e = environ; *e; ++e) {
     const std::string_view var(*e);
     if (var.substr(0, 8) != "CONVBWD_" || var.substr(0, 20) == "CONVBWD_NUM_THREADS=" ||
-        var.substr(0, 16) == "CONVBWD_VERBOSE=")
+        var.substr(0, 16) == "CONVBWD_VERBOSE=" || var.substr(0, 13) == "CONVBWD_SKIP_")
       continue;
     const size_t eq = var.find('=');
     if (eq == std::string_view::npos || eq + 1 == var.size()) continue;  // empty: the default
