@@ -44,8 +44,14 @@ struct Case {
   bool accumulate = false;
 };
 
-// acc[i][j] (+)= sum_r sum_t A(i, r, t) * b[b_off[r] + t*bs + j], computed here.
-void check(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng) {
+// One contract case through a kernel, against the test's own loops:
+//   acc[i][j] (+)= sum_r sum_t product(A(i, r, t), b[b_off[r] + t*bs + j]).
+// slot(rng) draws one A or B element (a float, or a bf16 pair typed float);
+// pad(x) rewrites A's elements of every other run (the pair kernels' odd
+// reductions: a zero high half), or is null.
+template <class Slot, class Product>
+void check_contract(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng, Slot slot, Product product,
+                    float (*pad)(float)) {
   const int mr = g.k.mr, nr = g.k.nr;
   ASSERT_GT(mr, 0);
   ASSERT_LE(mr, kMaxMr);
@@ -65,18 +71,23 @@ void check(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng) {
   // gather: mr rows of their own; strided: one array.
   std::vector<std::vector<float>> a(gather ? mr : 1, std::vector<float>(static_cast<size_t>(a_end + 8)));
   for (auto& row : a)
-    for (float& x : row) x = static_cast<float>(val(rng));
+    for (float& x : row) x = slot(rng);
+  auto a_at = [&](int64_t r, int64_t t, int i) -> float& {
+    return gather ? a[i][a_off[r] + t] : a[0][a_off[r] + t * as + i];
+  };
+  if (pad)
+    for (int64_t r = 1; r < runs; r += 2)
+      for (int64_t t = 0; t < c.len[r]; ++t)
+        for (int i = 0; i < mr; ++i) a_at(r, t, i) = pad(a_at(r, t, i));
   std::vector<float> b(static_cast<size_t>(b_end + 8));
-  for (float& x : b) x = static_cast<float>(val(rng));
+  for (float& x : b) x = slot(rng);
   std::vector<float> acc(static_cast<size_t>(mr * nr)), want(acc.size());
   for (size_t i = 0; i < acc.size(); ++i) acc[i] = want[i] = c.accumulate ? static_cast<float>(val(rng)) : 1e9f;
   if (!c.accumulate) std::fill(want.begin(), want.end(), 0.0f);
   for (int64_t r = 0; r < runs; ++r)
     for (int64_t t = 0; t < c.len[r]; ++t)
-      for (int i = 0; i < mr; ++i) {
-        const float av = gather ? a[i][a_off[r] + t] : a[0][a_off[r] + t * as + i];
-        for (int j = 0; j < nr; ++j) want[i * nr + j] += av * b[b_off[r] + t * bs + j];
-      }
+      for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr; ++j) want[i * nr + j] += product(a_at(r, t, i), b[b_off[r] + t * bs + j]);
   MicroArgs ka;
   for (int i = 0; i < (gather ? mr : 1); ++i) ka.a[i] = a[i].data();
   ka.b = b.data();
@@ -96,11 +107,9 @@ void check(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng) {
           << " accumulate " << c.accumulate << " at (" << i << ", " << j << ")";
 }
 
-TEST(KernelGemm, EveryTierAgainstTheContract) {
-  const std::vector<TierGemm> kernels = gemm_kernels();
-  ASSERT_FALSE(kernels.empty());
-  std::mt19937 rng(20261201);
-  const std::vector<Case> cases = {
+// The cases every kernel family meets.
+const std::vector<Case>& contract_cases() {
+  static const std::vector<Case> cases = {
       {{}, 0, 0, false},          {{}, 0, 0, true},           {{1}, 0, 0, false},
       {{2}, 0, 0, true},          {{3}, 0, 0, false},         {{4}, 0, 0, false},
       {{5}, 0, 0, true},          {{7}, 0, 0, false},         {{17}, 0, 0, false},
@@ -108,10 +117,25 @@ TEST(KernelGemm, EveryTierAgainstTheContract) {
       {{9, 2, 31}, 0, 0, false},  {{6}, 40, 0, false},        {{5, 3}, 13, 0, true},
       {{4, 9}, 0, 48, false},     {{11}, 7, 80, true},        {{300}, 0, 0, false},
   };
+  return cases;
+}
+
+// fp32: small integers, so every sum is exact.
+void check(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng) {
+  std::uniform_int_distribution<int> val(-4, 4);
+  check_contract(
+      g, gather, c, rng, [&](std::mt19937& r) { return static_cast<float>(val(r)); },
+      [](float av, float bv) { return av * bv; }, nullptr);
+}
+
+TEST(KernelGemm, EveryTierAgainstTheContract) {
+  const std::vector<TierGemm> kernels = gemm_kernels();
+  ASSERT_FALSE(kernels.empty());
+  std::mt19937 rng(20261201);
   for (const TierGemm& g : kernels) {
     SCOPED_TRACE(g.name + " " + g.k.name);
     for (bool gather : {true, false})
-      for (const Case& c : cases) {
+      for (const Case& c : contract_cases()) {
         if (gather && (c.bs != 0 || c.as != 0)) continue;  // the gather contract: dense B, A rows of their own
         check(g, gather, c, rng);
         if (HasFatalFailure()) return;
@@ -159,78 +183,16 @@ uint16_t half(float slot, int h) {
 // As check, with pairs: small integers in both halves, and on every other
 // run the high halves of A zero, as the packing pads an odd reduction.
 void check_pairs(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng) {
-  const int mr = g.k.mr, nr = g.k.nr;
-  ASSERT_GT(mr, 0);
-  ASSERT_LE(mr, kMaxMr);
-  ASSERT_GT(nr, 0);
-  ASSERT_LE(nr, kMaxNr);
-  const int64_t as = c.as ? c.as : mr, bs = gather ? nr : (c.bs ? c.bs : nr);
-  const int64_t runs = static_cast<int64_t>(c.len.size());
-  std::uniform_int_distribution<int> val(-4, 4), gap(0, 5);
-  std::vector<int64_t> a_off(c.len.size()), b_off(c.len.size());
-  int64_t a_end = 0, b_end = 0;
-  for (int64_t r = 0; r < runs; ++r) {
-    a_off[r] = a_end + gap(rng);
-    b_off[r] = b_end + gap(rng);
-    a_end = a_off[r] + (gather ? c.len[r] : c.len[r] * as + mr) + 1;
-    b_end = b_off[r] + c.len[r] * bs + nr + 1;
-  }
-  auto random_slot = [&](bool zero_hi) {
-    return pair_slot(bf16_bits(static_cast<float>(val(rng))), zero_hi ? 0 : bf16_bits(static_cast<float>(val(rng))));
-  };
-  std::vector<std::vector<float>> a(gather ? mr : 1, std::vector<float>(static_cast<size_t>(a_end + 8)));
-  for (auto& row : a)
-    for (float& x : row) x = random_slot(false);
-  // Odd-indexed runs: A's high halves zero (a padded odd reduction).
-  for (int64_t r = 1; r < runs; r += 2)
-    for (int64_t t = 0; t < c.len[r]; ++t)
-      for (int i = 0; i < mr; ++i) {
-        float& x = gather ? a[i][a_off[r] + t] : a[0][a_off[r] + t * as + i];
-        x = pair_slot(half(x, 0), 0);
-      }
-  std::vector<float> b(static_cast<size_t>(b_end + 8));
-  for (float& x : b) x = random_slot(false);
-  std::vector<float> acc(static_cast<size_t>(mr * nr)), want(acc.size());
-  for (size_t i = 0; i < acc.size(); ++i) acc[i] = want[i] = c.accumulate ? static_cast<float>(val(rng)) : 1e9f;
-  if (!c.accumulate) std::fill(want.begin(), want.end(), 0.0f);
-  for (int64_t r = 0; r < runs; ++r)
-    for (int64_t t = 0; t < c.len[r]; ++t)
-      for (int i = 0; i < mr; ++i) {
-        const float av = gather ? a[i][a_off[r] + t] : a[0][a_off[r] + t * as + i];
-        for (int j = 0; j < nr; ++j) {
-          const float bv = b[b_off[r] + t * bs + j];
-          for (int h = 0; h < 2; ++h) want[i * nr + j] += bf16_value(half(av, h)) * bf16_value(half(bv, h));
-        }
-      }
-  MicroArgs ka;
-  for (int i = 0; i < (gather ? mr : 1); ++i) ka.a[i] = a[i].data();
-  ka.b = b.data();
-  ka.as = as;
-  ka.bs = bs;
-  ka.a_off = a_off.data();
-  ka.b_off = b_off.data();
-  ka.len = c.len.data();
-  ka.runs = runs;
-  ka.acc = acc.data();
-  ka.accumulate = c.accumulate;
-  (gather ? g.k.gather : g.k.strided)(ka);
-  for (int i = 0; i < mr; ++i)
-    for (int j = 0; j < nr; ++j)
-      ASSERT_EQ(acc[i * nr + j], want[i * nr + j])
-          << g.k.name << (gather ? " gather" : " strided") << " runs " << runs << " as " << as << " bs " << bs
-          << " accumulate " << c.accumulate << " at (" << i << ", " << j << ")";
-}
-
-const std::vector<Case>& contract_cases() {
-  static const std::vector<Case> cases = {
-      {{}, 0, 0, false},          {{}, 0, 0, true},           {{1}, 0, 0, false},
-      {{2}, 0, 0, true},          {{3}, 0, 0, false},         {{4}, 0, 0, false},
-      {{5}, 0, 0, true},          {{7}, 0, 0, false},         {{17}, 0, 0, false},
-      {{64}, 0, 0, true},         {{0, 3, 0}, 0, 0, false},   {{1, 1, 1, 1, 1}, 0, 0, true},
-      {{9, 2, 31}, 0, 0, false},  {{6}, 40, 0, false},        {{5, 3}, 13, 0, true},
-      {{4, 9}, 0, 48, false},     {{11}, 7, 80, true},        {{300}, 0, 0, false},
-  };
-  return cases;
+  std::uniform_int_distribution<int> val(-4, 4);
+  auto small = [&](std::mt19937& r) { return bf16_bits(static_cast<float>(val(r))); };
+  check_contract(
+      g, gather, c, rng, [&](std::mt19937& r) { return pair_slot(small(r), small(r)); },
+      [](float av, float bv) {
+        float sum = 0.0f;
+        for (int h = 0; h < 2; ++h) sum += bf16_value(half(av, h)) * bf16_value(half(bv, h));
+        return sum;
+      },
+      [](float x) { return pair_slot(half(x, 0), 0); });
 }
 
 TEST(KernelGemm, Bf16PairsAgainstTheContract) {
