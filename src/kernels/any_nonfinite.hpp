@@ -12,6 +12,11 @@ namespace convbwd::detail {
 
 using AnyNonfinite = bool (*)(const float* p, int64_t n);
 
+// Replaces NaN and +-Inf among n floats by 0: how a fast path honours
+// OpArgs::zero_nonfinite on its fp32 copies (src/impl/nonfinite). Portable,
+// non-inline (src/kernels/zero_nonfinite.cpp), for every tier.
+void zero_nonfinite(float* p, int64_t n);
+
 namespace {  // this body is compiled with every tier's flags: one copy per file
 // The exponent of NaN and +-Inf is all ones, and only then does adding one
 // to it carry into the sign bit. An OR of integers has no order to keep, so

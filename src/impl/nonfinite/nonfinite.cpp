@@ -198,11 +198,6 @@ bool has_nonfinite(const void* base, const View& v, OperandRounding rounding, Th
   return found;
 }
 
-void zero_nonfinite(float* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(p[i])) p[i] = 0.0f;
-}
-
 void add_nonfinite_terms(const OpSpec& op, const void* a, const void* b, void* dst, bool scan_a, bool scan_b,
                          ThreadPool& pool, int threads) {
   if (op.op == Op::bias) return;

@@ -34,6 +34,7 @@
 // nothing costs more than a plain loop version of the operation.
 #pragma once
 
+#include "kernels/any_nonfinite.hpp"
 #include "problem/spec.hpp"
 
 namespace convbwd::detail {
@@ -56,9 +57,9 @@ bool every_tap_is_real(const Geometry& g);
 bool has_nonfinite(const void* base, const View& v, OperandRounding rounding, ThreadPool* pool = nullptr,
                    int threads = 1);
 
-// Replaces every NaN and +-Inf among n floats by +0: how implementations
-// honour OpArgs::zero_nonfinite on their fp32 copies of operands.
-void zero_nonfinite(float* p, int64_t n);
+// zero_nonfinite, which implementations call to honour
+// OpArgs::zero_nonfinite on their fp32 copies, lives with the kernels
+// (kernels/any_nonfinite.hpp), which call it too.
 
 // Step 3 above: adds into dst every product, through real taps only, that has
 // a non-finite factor in operand a (when scan_a) or b (when scan_b). For

@@ -12,6 +12,8 @@
 // thread count.
 #pragma once
 
+#include "kernels/any_nonfinite.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -38,7 +40,7 @@ struct DwClKernel {
       V::load_row(base, v.dtype, off, count, rnd, out);
     else
       dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
-    if (v.zero_nonfinite) dw_zero_nonfinite(out, count);
+    if (v.zero_nonfinite) zero_nonfinite(out, count);
   }
 
   static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
@@ -59,7 +61,7 @@ struct DwClKernel {
       V::load_rows_transposed(base, v.dtype, rows, nv, count, rnd, out);
     else
       dw_load_rows_transposed_generic(base, v.dtype, rows, v.sw, nv, count, rnd, out);
-    if (v.zero_nonfinite) dw_zero_nonfinite(out, dw_round_up(count, W) * W);
+    if (v.zero_nonfinite) zero_nonfinite(out, dw_round_up(count, W) * W);
   }
 
   static void zero_pixels(float* out, int64_t pixels) {
@@ -203,7 +205,7 @@ struct DwClKernel {
               dw_load_row_generic(base, v.dtype, v.off + (k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh, v.sw,
                                   p.kw, p.rounding, wt + ((k * p.cg + c) * p.kd + rd) * p.kh * p.kw + rh * p.kw);
     }
-    if (v.zero_nonfinite) dw_zero_nonfinite(wt, nk * p.cg * ks);
+    if (v.zero_nonfinite) zero_nonfinite(wt, nk * p.cg * ks);
     return p.report_nonfinite && V::any_nonfinite(wt, nk * p.cg * ks);
   }
 

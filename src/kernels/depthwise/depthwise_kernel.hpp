@@ -13,6 +13,8 @@
 // depend on the number of threads.
 #pragma once
 
+#include "kernels/any_nonfinite.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
@@ -59,7 +61,7 @@ struct DwKernel {
       V::load_row(base, v.dtype, off, count, rnd, out);
     else
       dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
-    if (v.zero_nonfinite) dw_zero_nonfinite(out, count);
+    if (v.zero_nonfinite) zero_nonfinite(out, count);
   }
 
   static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
@@ -150,7 +152,7 @@ struct DwKernel {
             const int64_t off = v.off + (g * p.k + k0 + k) * v.sn + c * v.sc + rd * v.sd + rh * v.sh;
             float* row = out + (((k * p.c + c) * p.kd + rd) * p.kh + rh) * p.kw;
             dw_load_row_generic(base, v.dtype, off, v.sw, p.kw, p.rounding, row);
-            if (v.zero_nonfinite) dw_zero_nonfinite(row, p.kw);
+            if (v.zero_nonfinite) zero_nonfinite(row, p.kw);
           }
   }
 

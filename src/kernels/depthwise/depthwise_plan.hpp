@@ -84,9 +84,8 @@ struct DwPlan {
 };
 
 // Scalar row helpers for any stride and dtype (non-inline, compiled without
-// ISA flags): the kernels use them for strided views and vector tails.
-// Replaces NaN and +-Inf among n floats by 0 (src/impl/nonfinite).
-void dw_zero_nonfinite(float* p, int64_t n);
+// ISA flags, depthwise_rows.cpp): the kernels use them for strided views and
+// vector tails.
 // Loads n elements base[off + i*stride] as fp32, rounded as the operand
 // rounding says.
 void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t stride, int64_t n,
