@@ -414,6 +414,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_selection_args(ap)
     ap.add_argument("--repeats", type=int, default=7, help="timed rounds per row (default 7)")
+    ap.add_argument("--block", type=int, default=3,
+                    help="calls of one side in a row within a round (default 3); all are timed")
+    ap.add_argument("--settle", type=float, default=50.0,
+                    help="ms to wait before switching sides, so that the other side's threads have gone idle "
+                         "(default 50)")
     ap.add_argument("--budget", type=float, default=30.0,
                     help="seconds a row may take: fewer rounds (at least 1) when the warm-up says it would exceed")
     ap.add_argument("--build", default=None, help="build directory (default: build)")
@@ -488,7 +493,7 @@ def main():
     lib = Library(lib_path)
 
     print(f"# convbwd vs PyTorch {torch.__version__ if torch else '(not run)'}, threads {args.threads}, "
-          f"rounds {args.repeats}, isa {isa}")
+          f"rounds {args.repeats} of {args.block} calls per side, {args.settle:g} ms settle, isa {isa}")
     print(f"# machine: {machine()}")
     print(f"# {tier_line(isa)}")
     print(f"# {torch_info(torch)}")
@@ -585,18 +590,30 @@ def main():
                                                         info["gradient_dtypes"][i]))
                 errs[side] = worst
 
-        # Timed rounds, alternating which side goes first.
+        # Timed rounds, alternating which side goes first. A round runs each
+        # side --block times back to back (a training loop's steady state),
+        # then waits --settle ms before the other side: PyTorch's OpenMP
+        # workers spin-wait after each call (libgomp's default policy), and
+        # that spinning shares the cores with whatever runs next. Measured on
+        # the Zen 5 machine, 3x3 128@28 fp32, 2 threads, sides run one call
+        # each with no pause: ours median 7.9-10.1 ms against 4.9-5.4 ms
+        # this way; torch's medians moved only within the noise (our pool's
+        # workers sleep after a 0.2 ms spin). bench/README.md has the figures.
         rounds = args.repeats
-        per_round = warm_ours + warm_torch
+        per_round = (warm_ours + warm_torch) * args.block
         if per_round * rounds > args.budget:
             rounds = max(1, int(args.budget / max(per_round, 1e-9)))
         ours_t, plan_t, torch_t, one_t = [], [], [], []
         ws_bytes = 0  # of the N-thread plan (the 1-thread plan of --scaling needs less)
+        last_side = None
         for r in range(rounds):
             order = ("ours", "torch") if r % 2 == 0 else ("torch", "ours")
             if args.scaling:
                 order = order + ("ours1",)
-            for side in order:
+            for side in (s for s in order for _ in range(args.block)):
+                if side != last_side:
+                    time.sleep(args.settle * 1e-3)
+                last_side = side
                 if side == "ours1":
                     # Plans read CONVBWD_NUM_THREADS when they are created.
                     os.environ["CONVBWD_NUM_THREADS"] = "1"

@@ -39,6 +39,7 @@ if [[ " $steps " == *" tsan "* ]]; then
     [capi_stream_test]='*'
     [capi_event_test]='*'
     [reliability_concurrency_test]='*'
+    [runtime_thread_pool_test]='*'
     [reliability_determinism_test]='*CApi*'  # the full matrix takes minutes under TSan; thread counts are in property_test
     [capi_conv_backward_test]='*Stream*:*Executor*:*Synchronize*'
     [property_test]='*ThreadCount*'

@@ -1,7 +1,13 @@
 // A pool of persistent worker threads. parallel_for hands out task indices
 // dynamically; results stay deterministic because every task owns a fixed part
 // of the output and computes it in a fixed order, whichever thread runs it.
-// Running a job allocates nothing.
+// Running a job allocates nothing and takes no lock.
+//
+// Idle workers spin for a short while (kSpinMicroseconds) before they sleep,
+// and so does a caller waiting for the last task: one backward pass runs
+// several jobs back to back (copies, packing, the GEMMs, partial sums), and
+// waking a sleeping thread costs an IPI and, under a hypervisor, a halted
+// vCPU's exit. Spinning is bounded, so a pool left idle costs nothing.
 #pragma once
 
 #include <atomic>
@@ -41,23 +47,40 @@ class ThreadPool {
   }
 
  private:
-  void worker_loop(int index);
-  void work(int thread);
+  // How long an idle worker, or a caller waiting for stragglers, polls
+  // before it blocks. About the gap between two jobs of one execute and
+  // between back-to-back executes of a training loop.
+  static constexpr int kSpinMicroseconds = 200;
+
+  // `seen`: the last job number this worker need not run.
+  void worker_loop(int index, uint32_t seen);
+  // Claims and runs tasks of job `job` until none is left; returns how many
+  // it ran, and in *tasks the job's task count when it ran any.
+  int64_t work(uint32_t job, int thread, int64_t* tasks);
 
   std::vector<std::thread> workers_;
   std::atomic<int> size_{1};  // workers + the calling thread
-  std::mutex busy_;  // held by the caller owning the current job
-  std::mutex m_;
-  std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  // The current job.
+  std::mutex busy_;           // held by the caller owning the current job
+  // The current job: written by its caller before `cursor_` publishes it,
+  // constant until every one of its tasks has completed. fn_ and ctx_ are
+  // read only after a task was claimed; the two counts may be read by a
+  // worker still looking at an earlier job, hence atomic (relaxed).
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
-  int64_t tasks_ = 0;
-  int job_threads_ = 0;
-  int64_t next_ = 0;   // next task index, under m_
-  int running_ = 0;    // workers inside the job, under m_
+  std::atomic<int64_t> tasks_{0};
+  std::atomic<int> job_threads_{0};
+  // (job number << 32) | next task index. A task is claimed by a
+  // compare-exchange that also checks the job number, so a worker that saw
+  // an earlier job can never claim a task of a later one.
+  std::atomic<uint64_t> cursor_{0};
+  std::atomic<int64_t> completed_{0};  // tasks of the current job finished
+  std::atomic<bool> stop_{false};
+  // Blocking, after the spin: workers wait on wake_ for a new job number,
+  // the caller on done_ for the last task.
+  std::mutex m_;
+  std::condition_variable wake_, done_;
+  std::atomic<int> sleepers_{0};        // workers blocked (or about to) on wake_
+  std::atomic<bool> caller_waits_{false};
 };
 
 // The most threads a plan may use (set_num_threads, CONVBWD_NUM_THREADS).
