@@ -144,7 +144,8 @@ Result<Options> parse_args(int argc, const char* const* argv) {
     if (eq == std::string_view::npos) {
       static const char* const kValued[] = {"--mode",  "--seed",   "--repeats",    "--warmup",
                                             "--threads", "--batch", "--gradOutput", "--input",
-                                            "--weight", "--out-dir", "--fill",      "--check-budget", "--csv"};
+                                            "--weight", "--out-dir", "--fill",      "--check-budget", "--csv",
+                                            "--json"};
       for (const char* v : kValued)
         if (name == v) return usage(name + " needs a value: " + name + "=VALUE");
       return usage("unknown flag '" + name + "'");
@@ -194,13 +195,14 @@ Result<Options> parse_args(int argc, const char* const* argv) {
         return usage("--check-budget=" + val + " is above the cap of 1e9 GFLOP; use --check-all to check every element");
       o.check_budget_gflop = v;
     } else if (name == "--batch" || name == "--gradOutput" || name == "--input" || name == "--weight" ||
-               name == "--out-dir" || name == "--csv") {
+               name == "--out-dir" || name == "--csv" || name == "--json") {
       if (value.empty()) return usage(name + "= needs a path");
       std::string& dst = name == "--batch"        ? o.batch_file
                          : name == "--gradOutput" ? o.grad_output_path
                          : name == "--input"      ? o.input_path
                          : name == "--weight"     ? o.weight_path
                          : name == "--csv"        ? o.csv_path
+                         : name == "--json"       ? o.json_path
                                                   : o.out_dir;
       dst = val;
       if (name == "--batch") o.sources.push_back({val, true, knobs});
@@ -288,8 +290,11 @@ FLAGS
                     and nested --batch= among them; '#' starts a comment
   --gradOutput=F --input=F --weight=F --out-dir=DIR   data mode files
   --csv=FILE        also write one CSV row per case to FILE (check and perf):
-                    name,descriptor,mode,outcome,worst_scaled_error,subset,
-                    median_ms,gflops,repro
+                    name,descriptor,mode,gradients,dtype,outcome,
+                    worst_scaled_error,subset,median_ms,gflops,repro
+  --json=FILE       also write the same fields to FILE as one JSON array of
+                    objects, one per case; FILE is rewritten after every case
+                    (via FILE.tmp), so it is valid JSON even if a run stops
   -v, --verbose     print why each implementation was chosen or declined
                     (sets CONVBWD_VERBOSE=1)
   -h, --help        this text

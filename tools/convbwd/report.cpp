@@ -127,6 +127,11 @@ const char* gradient_name(Gradient g) {
   return "?";
 }
 
+std::string dtype_text(DataType go, DataType in, DataType w) {
+  if (go == in && in == w) return std::string(to_string(go));
+  return std::string(to_string(go)) + ":" + std::string(to_string(in)) + ":" + std::string(to_string(w));
+}
+
 void print_error(const std::string& message) {
   std::fflush(stdout);
   std::fprintf(stderr, "error: %s\n", message.c_str());

@@ -20,6 +20,10 @@ std::string format_count(double v);  // 1.23e+06 -> "1.23M"
 
 const char* gradient_name(Gradient g);
 
+// "f32" when all three agree, else "bf16:f32:f32" (gradOutput:input:weight),
+// as the descriptor's _dt token spells them.
+std::string dtype_text(DataType grad_output, DataType input, DataType weight);
+
 // "1 thread", "2 threads": a count with its noun, plural unless it is 1.
 std::string counted(int64_t n, const char* noun);
 
