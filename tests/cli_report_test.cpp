@@ -1,20 +1,59 @@
-// The CLI's reporting: the CSV/JSON writers, whose expected texts are written
-// out by hand.
+// The CLI's reporting: the progress line (with a fake clock and an in-memory
+// stream, so its timing rules are tested without a terminal or waiting), the
+// oracle's progress counts, and the CSV/JSON writers, whose expected texts are
+// written out by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
 #include <sstream>
 
 #include <unistd.h>  // getpid
 
+#include "impl/implementation.hpp"
+#include "oracle.hpp"
+#include "progress.hpp"
 #include "results.hpp"
 
 namespace cli = convbwd::cli;
 
 namespace {
+
+// A StatusLine writing into memory, with a clock the test sets.
+struct FakeTerminal {
+  char* buf = nullptr;
+  size_t size = 0;
+  std::FILE* f = open_memstream(&buf, &size);
+  double t = 0;
+  cli::StatusLine line;
+
+  explicit FakeTerminal(int width = 0) {
+    cli::StatusLine::Config c;
+    c.out = f;
+    c.clock = [this] { return t; };
+    c.width = width;
+    line.configure(c);
+  }
+  ~FakeTerminal() {
+    std::fclose(f);
+    std::free(buf);
+  }
+  // What was written since the last call.
+  std::string take() {
+    std::fflush(f);
+    std::string s(buf, size);
+    s = s.substr(seen);
+    seen = size;
+    return s;
+  }
+  size_t seen = 0;
+};
+
+const std::string kErase = "\r\x1b[K";
 
 std::string read(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -24,6 +63,126 @@ std::string read(const std::filesystem::path& p) {
 }
 
 }  // namespace
+
+TEST(CliProgress, WantedOnATerminalOrWhenForced) {
+  EXPECT_TRUE(cli::progress_wanted(cli::Progress::auto_, true));
+  EXPECT_FALSE(cli::progress_wanted(cli::Progress::auto_, false));
+  EXPECT_TRUE(cli::progress_wanted(cli::Progress::always, false));
+  EXPECT_FALSE(cli::progress_wanted(cli::Progress::never, true));
+}
+
+TEST(CliProgress, AQuickTaskPrintsNothing) {
+  FakeTerminal term;
+  term.line.begin_task("checking gradInput");
+  for (int i = 1; i <= 10; ++i) {
+    term.t = 0.09 * i;  // ends at 0.9 s, inside the 1 s delay
+    term.line.update_task(i * 10, 100);
+  }
+  term.line.end_task();
+  EXPECT_EQ(term.take(), "");
+}
+
+TEST(CliProgress, ALongTaskIsShownAfterTheDelayAtMostFourTimesASecondThenErased) {
+  FakeTerminal term;
+  term.t = 5;  // the delay counts from begin_task, not from the clock's zero
+  term.line.begin_task("checking gradWeight");
+  term.t = 5.5;
+  term.line.update_task(10, 4000);
+  EXPECT_EQ(term.take(), "");
+  term.t = 6.0;
+  term.line.update_task(1500, 4000);
+  EXPECT_EQ(term.take(), kErase + "convbwd: checking gradWeight: 1.5k of 4k elements (37%)");
+  term.t = 6.2;  // within 0.25 s of the last draw
+  term.line.update_task(2000, 4000);
+  EXPECT_EQ(term.take(), "");
+  term.t = 6.3;
+  term.line.update_task(1800, 4000);  // a worker reporting late: the count never goes back
+  EXPECT_EQ(term.take(), kErase + "convbwd: checking gradWeight: 2k of 4k elements (50%)");
+  term.line.end_task();
+  EXPECT_EQ(term.take(), kErase);
+  term.line.interrupt();  // nothing shown: nothing to erase
+  EXPECT_EQ(term.take(), "");
+}
+
+TEST(CliProgress, ACheckInsideABatchExtendsTheBatchLine) {
+  FakeTerminal term;
+  term.line.set_case("case 1/2, 0 FAIL, 0 errors so far", "mb2ic4ih8");
+  EXPECT_EQ(term.take(), kErase + "convbwd: case 1/2, 0 FAIL, 0 errors so far: mb2ic4ih8");
+  term.line.begin_task("checking gradBias");  // quick: the line is left alone
+  term.line.update_task(1, 8);
+  term.line.end_task();
+  EXPECT_EQ(term.take(), "");
+  term.line.begin_task("checking gradInput");
+  term.t = 2;
+  term.line.update_task(7, 7);
+  EXPECT_EQ(term.take(),
+            kErase + "convbwd: case 1/2, 0 FAIL, 0 errors so far, checking gradInput: 7 of 7 elements (100%): mb2ic4ih8");
+  term.line.end_task();  // back to the batch's part
+  EXPECT_EQ(term.take(), kErase + "convbwd: case 1/2, 0 FAIL, 0 errors so far: mb2ic4ih8");
+  term.line.interrupt();  // an error message follows on the terminal
+  EXPECT_EQ(term.take(), kErase);
+  term.line.set_case("case 2/2, 0 FAIL, 1 error so far", "ic4");
+  term.line.finish("2 cases done");
+  EXPECT_EQ(term.take(), kErase + "convbwd: case 2/2, 0 FAIL, 1 error so far: ic4" + kErase + "convbwd: 2 cases done\n");
+}
+
+TEST(CliProgress, LinesAreCutToTheTerminalWidth) {
+  FakeTerminal term(20);
+  term.line.set_case("case 1/300, 0 FAIL, 0 errors so far", "mb2ic4ih8");
+  // 19 columns: a line as wide as the terminal would wrap on some terminals.
+  EXPECT_EQ(term.take(), kErase + "convbwd: case 1/300");
+}
+
+TEST(CliProgress, DisabledWritesNothing) {
+  cli::StatusLine line;  // no stream: what run() leaves when stderr is not a terminal
+  EXPECT_FALSE(line.enabled());
+  line.set_case("case 1/2", "x");
+  line.begin_task("checking gradInput");
+  line.update_task(1, 2);
+  line.end_task();
+  line.finish("done");  // reaching here without a stream to write to is the test
+}
+
+// The oracle reports every shard: the counts rise to the number of elements
+// it computes (the subset's, when the budget cuts in), and reporting changes
+// no bit of the result.
+TEST(CliProgress, OracleCountsEveryElementOnceAndResultsDoNotChange) {
+  auto p = convbwd::Problem::parse("mb2ic6ih10oc40kh3ph1");
+  ASSERT_TRUE(p);
+  std::vector<float> go(2 * 40 * 10 * 10), in(2 * 6 * 10 * 10);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : go) v = u(rng);
+  for (float& v : in) v = u(rng);
+  auto spec = convbwd::detail::validate(p.value());
+  ASSERT_TRUE(spec);
+  convbwd::detail::OpSpec op = spec->op_for(convbwd::Gradient::weight);
+  op.dst = cli::contiguous_view(op.dst, convbwd::DataType::f32);
+  for (const double budget : {0.0, 1e5}) {
+    cli::OracleOptions plain;
+    plain.threads = 3;
+    plain.budget = budget;
+    cli::OracleOptions counted = plain;
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> calls;
+    counted.progress = [&](int64_t done, int64_t total) {
+      std::lock_guard<std::mutex> lock(m);
+      calls.emplace_back(done, total);
+    };
+    const auto a = cli::run_oracle(op, go.data(), in.data(), go.data(), in.data(), plain);
+    const auto b = cli::run_oracle(op, go.data(), in.data(), go.data(), in.data(), counted);
+    EXPECT_EQ(a.ref, b.ref);
+    EXPECT_EQ(a.sum_abs, b.sum_abs);
+    EXPECT_EQ(budget > 0, b.subset());
+    ASSERT_EQ(calls.size(), b.computed.size()) << "one call per shard";
+    int64_t last = 0;
+    for (const auto& [done, total] : calls) {
+      EXPECT_EQ(total, b.computed_elements);
+      last = std::max(last, done);
+    }
+    EXPECT_EQ(last, b.computed_elements);
+  }
+}
 
 TEST(CliJson, StringsAreEscapedAndValidUtf8) {
   EXPECT_EQ(cli::json_string("ic4n\"a\\b\""), R"("ic4n\"a\\b\"")");

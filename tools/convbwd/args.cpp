@@ -145,7 +145,7 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       static const char* const kValued[] = {"--mode",  "--seed",   "--repeats",    "--warmup",
                                             "--threads", "--batch", "--gradOutput", "--input",
                                             "--weight", "--out-dir", "--fill",      "--check-budget", "--csv",
-                                            "--json"};
+                                            "--json",  "--progress"};
       for (const char* v : kValued)
         if (name == v) return usage(name + " needs a value: " + name + "=VALUE");
       return usage("unknown flag '" + name + "'");
@@ -194,6 +194,11 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       if (v > 1e9)
         return usage("--check-budget=" + val + " is above the cap of 1e9 GFLOP; use --check-all to check every element");
       o.check_budget_gflop = v;
+    } else if (name == "--progress") {
+      if (value == "auto") o.progress = Progress::auto_;
+      else if (value == "always") o.progress = Progress::always;
+      else if (value == "never") o.progress = Progress::never;
+      else return usage("--progress=" + val + " is unknown; expected auto, always or never");
     } else if (name == "--batch" || name == "--gradOutput" || name == "--input" || name == "--weight" ||
                name == "--out-dir" || name == "--csv" || name == "--json") {
       if (value.empty()) return usage(name + "= needs a path");
@@ -295,6 +300,12 @@ FLAGS
   --json=FILE       also write the same fields to FILE as one JSON array of
                     objects, one per case; FILE is rewritten after every case
                     (via FILE.tmp), so it is valid JSON even if a run stops
+  --progress=auto|always|never  the progress line on stderr, rewritten in
+                    place (never on stdout): a batch's case count when the
+                    report goes to a file, and how many elements of which
+                    gradient a check running over 1 s has done. auto (default):
+                    when stderr is a terminal; always: also when it is not,
+                    and at once
   -v, --verbose     print why each implementation was chosen or declined
                     (sets CONVBWD_VERBOSE=1)
   -h, --help        this text

@@ -10,6 +10,7 @@
 
 #include "convbwd/convbwd.hpp"
 #include "host.hpp"
+#include "progress.hpp"
 
 namespace convbwd::cli {
 
@@ -66,6 +67,7 @@ struct Options {
   std::string grad_output_path, input_path, weight_path, out_dir;
   std::string csv_path;   // --csv=FILE: one row per case, for machines
   std::string json_path;  // --json=FILE: the same rows as one JSON array
+  Progress progress = Progress::auto_;  // --progress: the line on stderr
   bool verbose = false;
   bool help = false;
   bool version = false;  // --version: print it and exit

@@ -17,6 +17,7 @@
 #include "problem/printable.hpp"
 #include "problem/spec.hpp"
 #include "runtime/env.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 #include "results.hpp"
 
@@ -240,6 +241,14 @@ bool environment_refused() { return !convbwd::detail::env_reports().empty(); }
 
 int run(const Options& o) {
   if (o.verbose) setenv("CONVBWD_VERBOSE", "1", 1);
+  if (progress_wanted(o.progress, isatty(STDERR_FILENO))) {
+    StatusLine::Config c;
+    c.out = stderr;
+    // --progress=always is for logs and tests: it shows every task at once.
+    if (o.progress == Progress::always) c.delay_s = 0;
+    c.width = terminal_columns(STDERR_FILENO);
+    status_line().configure(c);
+  }
   if (o.threads) convbwd::set_num_threads(*o.threads);
   // The variables read before any plan: an invalid one stops the run before
   // any work (the library has said which, the value and what it accepts).
@@ -281,11 +290,13 @@ int run(const Options& o) {
   std::vector<std::string> failed;  // "where name: repro" of each case that did not pass
   // Progress through a batch whose report goes to a file: one line on the
   // terminal, rewritten per case. (On a terminal the report itself shows it.)
-  const bool progress = cases.size() > 1 && isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO);
+  StatusLine& line = status_line();
+  const bool progress = cases.size() > 1 && line.enabled() && !isatty(STDOUT_FILENO);
   for (size_t i = 0; i < cases.size(); ++i) {
     if (progress)
-      std::fprintf(stderr, "\r\x1b[Kconvbwd: case %zu/%zu, %d FAIL, %s so far: %s", i + 1, cases.size(), tally.fail,
-                   counted(tally.error, "error").c_str(), detail::printable(cases[i].descriptor).c_str());
+      line.set_case("case " + std::to_string(i + 1) + "/" + std::to_string(cases.size()) + ", " +
+                        std::to_string(tally.fail) + " FAIL, " + counted(tally.error, "error") + " so far",
+                    detail::printable(cases[i].descriptor));
     if (i) std::printf("\n");
     if (!cases[i].where.empty()) std::printf("[%s]\n", cases[i].where.c_str());
     std::fflush(stdout);
@@ -299,7 +310,7 @@ int run(const Options& o) {
     std::fflush(stdout);
   }
   results.close();
-  if (progress) std::fprintf(stderr, "\r\x1b[Kconvbwd: %s done\n", counted(static_cast<int64_t>(cases.size()), "case").c_str());
+  if (progress) line.finish(counted(static_cast<int64_t>(cases.size()), "case") + " done");
   if (cases.size() > 1) {
     std::printf("\nsummary: %s, %d PASS, %d FAIL, %s\n", counted(static_cast<int64_t>(cases.size()), "case").c_str(),
                 tally.pass, tally.fail, counted(tally.error, "error").c_str());

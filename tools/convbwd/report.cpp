@@ -8,6 +8,8 @@
 
 #include <unistd.h>  // environ
 
+#include "progress.hpp"
+
 namespace convbwd::cli {
 
 namespace {
@@ -134,6 +136,7 @@ std::string dtype_text(DataType go, DataType in, DataType w) {
 
 void print_error(const std::string& message) {
   std::fflush(stdout);
+  status_line().interrupt();
   std::fprintf(stderr, "error: %s\n", message.c_str());
 }
 

@@ -27,7 +27,7 @@ std::string dtype_text(DataType grad_output, DataType input, DataType weight);
 // "1 thread", "2 threads": a count with its noun, plural unless it is 1.
 std::string counted(int64_t n, const char* noun);
 
-// "error: ..." on stderr.
+// "error: ..." on stderr (erasing the progress line first).
 void print_error(const std::string& message);
 
 }  // namespace convbwd::cli
