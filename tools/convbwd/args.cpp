@@ -221,6 +221,10 @@ Result<Options> parse_args(int argc, const char* const* argv) {
   if (data_files && o.mode != Mode::data)
     return usage("--gradOutput, --input, --weight and --out-dir belong to --mode=data");
   if (o.mode == Mode::data) {
+    // Data mode writes .npy files and no case rows: a results file asked for
+    // would silently stay unwritten.
+    if (!o.csv_path.empty() || !o.json_path.empty())
+      return usage("--csv and --json report check and perf runs; --mode=data writes .npy files only");
     if (!o.batch_file.empty()) return usage("--mode=data takes one descriptor, not --batch");
     if (o.descriptors.size() != 1)
       return usage("--mode=data needs exactly one descriptor (it gives stride, padding, dtypes, ...); got " +
