@@ -4,12 +4,15 @@
 // written out by hand.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <regex>
+#include <thread>
 #include <sstream>
 
 #include <unistd.h>  // getpid
@@ -115,15 +118,58 @@ TEST(CliProgress, ACheckInsideABatchExtendsTheBatchLine) {
   term.line.begin_task("checking gradInput");
   term.t = 2;
   term.line.update_task(7, 7);
-  EXPECT_EQ(term.take(),
-            kErase + "convbwd: case 1/2, 0 FAIL, 0 errors so far, checking gradInput: 7 of 7 elements (100%): mb2ic4ih8");
+  EXPECT_EQ(term.take(), kErase +
+                             "convbwd: case 1/2, 0 FAIL, 0 errors so far, "
+                             "checking gradInput: 7 of 7 elements (100%): mb2ic4ih8");
   term.line.end_task();  // back to the batch's part
   EXPECT_EQ(term.take(), kErase + "convbwd: case 1/2, 0 FAIL, 0 errors so far: mb2ic4ih8");
   term.line.interrupt();  // an error message follows on the terminal
   EXPECT_EQ(term.take(), kErase);
   term.line.set_case("case 2/2, 0 FAIL, 1 error so far", "ic4");
   term.line.finish("2 cases done");
-  EXPECT_EQ(term.take(), kErase + "convbwd: case 2/2, 0 FAIL, 1 error so far: ic4" + kErase + "convbwd: 2 cases done\n");
+  EXPECT_EQ(term.take(),
+            kErase + "convbwd: case 2/2, 0 FAIL, 1 error so far: ic4" + kErase + "convbwd: 2 cases done\n");
+}
+
+// The oracle's workers all report: each drawn line is whole, and the count
+// it shows never goes back.
+TEST(CliProgress, ConcurrentUpdatesDrawWholeLinesWithRisingCounts) {
+  char* buf = nullptr;
+  size_t size = 0;
+  std::FILE* f = open_memstream(&buf, &size);
+  std::atomic<int64_t> ticks{0};
+  cli::StatusLine line({f, [&] { return 0.01 * static_cast<double>(ticks++); }, 0.5, 0.1, 0});
+  line.begin_task("checking gradInput");
+  std::atomic<int64_t> done{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w)
+    workers.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) line.update_task(++done, 4000);
+    });
+  for (auto& t : workers) t.join();
+  line.end_task();
+  std::fflush(f);
+  const std::string out(buf, size);
+  std::fclose(f);
+  std::free(buf);
+  std::vector<std::string> lines;
+  for (size_t at = 0; (at = out.find(kErase, at)) != std::string::npos;) {
+    const size_t next = out.find(kErase, at + kErase.size());
+    lines.push_back(out.substr(at + kErase.size(), next == std::string::npos ? next : next - at - kErase.size()));
+    at += kErase.size();
+  }
+  ASSERT_GE(lines.size(), 2u) << "some lines, then the erase";
+  EXPECT_EQ(lines.back(), "");
+  EXPECT_EQ(out.substr(0, kErase.size()), kErase);
+  double last = 0;
+  const std::regex whole(R"(convbwd: checking gradInput: ([0-9.]+)(k?) of 4k elements \([0-9]+%\))");
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(lines[i], m, whole)) << lines[i];
+    const double shown = std::stod(m[1]) * (m[2] == "k" ? 1000 : 1);
+    EXPECT_GE(shown, last) << lines[i];
+    last = shown;
+  }
 }
 
 TEST(CliProgress, LinesAreCutToTheTerminalWidth) {

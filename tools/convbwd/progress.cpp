@@ -49,7 +49,7 @@ void StatusLine::set_case(std::string head, std::string subject) {
   std::lock_guard<std::mutex> lock(mutex_);
   head_ = std::move(head);
   subject_ = std::move(subject);
-  in_task_ = false;
+  in_task_ = task_shown_ = false;
   draw();
 }
 
@@ -58,6 +58,7 @@ void StatusLine::begin_task(std::string what) {
   std::lock_guard<std::mutex> lock(mutex_);
   task_ = std::move(what);
   in_task_ = true;
+  task_shown_ = false;
   done_ = total_ = 0;
   task_start_ = now();
   // The first update may draw at once (when the delay is 0).
@@ -105,7 +106,7 @@ void StatusLine::finish(const std::string& last) {
   }
   head_.clear();
   subject_.clear();
-  in_task_ = false;
+  in_task_ = task_shown_ = false;
 }
 
 bool progress_wanted(Progress mode, bool stderr_is_terminal) {

@@ -33,8 +33,8 @@ class StatusLine {
 
   StatusLine() = default;
   explicit StatusLine(Config config);
-  StatusLine& operator=(StatusLine&&) = delete;  // holds a mutex; configure() replaces the config
 
+  // Replaces the config (run() sets the process's line once, before any work).
   void configure(Config config);
   bool enabled() const { return config_.out != nullptr; }
 

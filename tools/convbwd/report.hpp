@@ -17,6 +17,7 @@ std::string repro_line(Mode mode, const std::string& descriptor, const Options& 
 std::string format_dims(const std::vector<int64_t>& dims);
 std::string format_ms(double ms);
 std::string format_count(double v);  // 1.23e+06 -> "1.23M"
+std::string format_exact(double v);  // the shortest text that reads back as v
 
 const char* gradient_name(Gradient g);
 

@@ -1,7 +1,6 @@
 #include "results.hpp"
 
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -12,13 +11,6 @@
 namespace convbwd::cli {
 
 namespace {
-
-// The shortest text that reads back as the same double.
-std::string shortest(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
 
 // RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
 std::string csv_field(const std::string& f) {
@@ -76,7 +68,7 @@ std::string csv_header() {
 }
 
 std::string csv_row(const ResultRow& row) {
-  auto num = [](const std::optional<double>& v) { return v ? shortest(*v) : std::string(); };
+  auto num = [](const std::optional<double>& v) { return v ? format_exact(*v) : std::string(); };
   return csv_field(row.name) + "," + csv_field(row.descriptor) + "," + row.mode + "," + row.gradients + "," +
          row.dtype + "," + row.outcome + "," + num(row.worst_scaled_error) + "," +
          (row.subset ? (*row.subset ? "1" : "0") : "") + "," + num(row.median_ms) + "," + num(row.gflops) + "," +
@@ -112,7 +104,7 @@ std::string json_string(std::string_view s) {
 std::string json_number(double v) {
   if (std::isnan(v)) return "\"nan\"";
   if (std::isinf(v)) return v > 0 ? "\"inf\"" : "\"-inf\"";
-  return shortest(v);
+  return format_exact(v);
 }
 
 std::string json_object(const ResultRow& row) {
