@@ -277,6 +277,6 @@ TEST(CliArgs, HelpExamplesAreValidProblems) {
   // Every flag the parser knows is documented.
   for (const char* flag : {"--mode", "--seed", "--fill", "--repeats", "--warmup", "--cold-cache", "--threads",
                            "--check-all", "--check-budget", "--batch", "--gradOutput", "--input", "--weight", "--out-dir",
-                           "--verbose", "--help"})
+                           "--csv", "--json", "--progress", "--verbose", "--help"})
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
 }

@@ -144,7 +144,8 @@ Result<Options> parse_args(int argc, const char* const* argv) {
     if (eq == std::string_view::npos) {
       static const char* const kValued[] = {"--mode",  "--seed",   "--repeats",    "--warmup",
                                             "--threads", "--batch", "--gradOutput", "--input",
-                                            "--weight", "--out-dir", "--fill",      "--check-budget", "--csv"};
+                                            "--weight", "--out-dir", "--fill",      "--check-budget", "--csv",
+                                            "--json",  "--progress"};
       for (const char* v : kValued)
         if (name == v) return usage(name + " needs a value: " + name + "=VALUE");
       return usage("unknown flag '" + name + "'");
@@ -193,14 +194,20 @@ Result<Options> parse_args(int argc, const char* const* argv) {
       if (v > 1e9)
         return usage("--check-budget=" + val + " is above the cap of 1e9 GFLOP; use --check-all to check every element");
       o.check_budget_gflop = v;
+    } else if (name == "--progress") {
+      if (value == "auto") o.progress = Progress::auto_;
+      else if (value == "always") o.progress = Progress::always;
+      else if (value == "never") o.progress = Progress::never;
+      else return usage("--progress=" + val + " is unknown; expected auto, always or never");
     } else if (name == "--batch" || name == "--gradOutput" || name == "--input" || name == "--weight" ||
-               name == "--out-dir" || name == "--csv") {
+               name == "--out-dir" || name == "--csv" || name == "--json") {
       if (value.empty()) return usage(name + "= needs a path");
       std::string& dst = name == "--batch"        ? o.batch_file
                          : name == "--gradOutput" ? o.grad_output_path
                          : name == "--input"      ? o.input_path
                          : name == "--weight"     ? o.weight_path
                          : name == "--csv"        ? o.csv_path
+                         : name == "--json"       ? o.json_path
                                                   : o.out_dir;
       dst = val;
       if (name == "--batch") o.sources.push_back({val, true, knobs});
@@ -214,6 +221,10 @@ Result<Options> parse_args(int argc, const char* const* argv) {
   if (data_files && o.mode != Mode::data)
     return usage("--gradOutput, --input, --weight and --out-dir belong to --mode=data");
   if (o.mode == Mode::data) {
+    // Data mode writes .npy files and no case rows: a results file asked for
+    // would silently stay unwritten.
+    if (!o.csv_path.empty() || !o.json_path.empty())
+      return usage("--csv and --json report check and perf runs; --mode=data writes .npy files only");
     if (!o.batch_file.empty()) return usage("--mode=data takes one descriptor, not --batch");
     if (o.descriptors.size() != 1)
       return usage("--mode=data needs exactly one descriptor (it gives stride, padding, dtypes, ...); got " +
@@ -288,8 +299,17 @@ FLAGS
                     and nested --batch= among them; '#' starts a comment
   --gradOutput=F --input=F --weight=F --out-dir=DIR   data mode files
   --csv=FILE        also write one CSV row per case to FILE (check and perf):
-                    name,descriptor,mode,outcome,worst_scaled_error,subset,
-                    median_ms,gflops,repro
+                    name,descriptor,mode,gradients,dtype,outcome,
+                    worst_scaled_error,subset,median_ms,gflops,repro
+  --json=FILE       also write the same fields to FILE as one JSON array of
+                    objects, one per case; FILE is rewritten after every case
+                    (via FILE.tmp), so it is valid JSON even if a run stops
+  --progress=auto|always|never  the progress line on stderr, rewritten in
+                    place (never on stdout): a batch's case count when the
+                    report goes to a file, and how many elements of which
+                    gradient a check running over 1 s has done. auto (default):
+                    when stderr is a terminal; always: also when it is not,
+                    and at once
   -v, --verbose     print why each implementation was chosen or declined
                     (sets CONVBWD_VERBOSE=1)
   -h, --help        this text

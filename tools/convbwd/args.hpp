@@ -10,6 +10,7 @@
 
 #include "convbwd/convbwd.hpp"
 #include "host.hpp"
+#include "progress.hpp"
 
 namespace convbwd::cli {
 
@@ -64,7 +65,9 @@ struct Options {
   bool check_all = false;      // check every element even for huge problems
   double check_budget_gflop = 1;  // reference work above which a subset is checked
   std::string grad_output_path, input_path, weight_path, out_dir;
-  std::string csv_path;  // --csv=FILE: one row per case, for machines
+  std::string csv_path;   // --csv=FILE: one row per case, for machines
+  std::string json_path;  // --json=FILE: the same rows as one JSON array
+  Progress progress = Progress::auto_;  // --progress: the line on stderr
   bool verbose = false;
   bool help = false;
   bool version = false;  // --version: print it and exit

@@ -12,6 +12,7 @@
 #include "modes.hpp"
 #include "oracle.hpp"
 #include "problem/spec.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 
 namespace convbwd::cli {
@@ -114,6 +115,11 @@ CaseResult run_check(const Problem& given, const std::string& desc, const Option
     left -= by_cost[k]->budget;
   }
 
+  // A check of a large problem can run for minutes: the terminal's line says
+  // how far the reference is (nothing is printed for quick ones).
+  StatusLine& line = status_line();
+  if (line.enabled()) oo.progress = [&line](int64_t done, int64_t total) { line.update_task(done, total); };
+
   bool pass = true;
   const auto t_ref = std::chrono::steady_clock::now();
   for (const Job& job : jobs) {
@@ -122,8 +128,10 @@ CaseResult run_check(const Problem& given, const std::string& desc, const Option
     const HostTensor& out = outs[static_cast<int>(g)];
     std::string impl(plan->implementation(g));
     oo.budget = job.budget < job.cost ? job.budget : 0;
+    line.begin_task(std::string("checking ") + name);
     const OracleResult ref = run_oracle(job.op, job.a, job.b, job.a_abs, job.b_abs, oo);
     const Comparison c = compare(name, out, ref, detail::reduction_length(job.op), o.fill == Fill::small_ints);
+    line.end_task();  // before the report's line, which may go to the same terminal
     res.subset |= ref.subset();
     res.worst_scaled_error = std::max(res.worst_scaled_error, c.worst_scaled_error);
     pass &= c.pass();

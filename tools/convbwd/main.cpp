@@ -1,5 +1,7 @@
 // convbwd: the command-line tool. Parsing is in args.cpp, the modes in
-// check.cpp, perf.cpp and data.cpp, dispatch in modes.cpp.
+// check.cpp, perf.cpp and data.cpp, dispatch in modes.cpp; the report lines
+// in report.cpp, the --csv/--json files in results.cpp, the terminal's
+// progress line in progress.cpp.
 #include <cstdio>
 #include <exception>
 #include <new>

@@ -17,7 +17,9 @@
 #include "problem/printable.hpp"
 #include "problem/spec.hpp"
 #include "runtime/env.hpp"
+#include "progress.hpp"
 #include "report.hpp"
+#include "results.hpp"
 
 namespace convbwd::cli {
 
@@ -75,6 +77,10 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o, const
     pk.input.dtype = (*knobs.dt)[1];
     pk.weight.dtype = (*knobs.dt)[2];
   }
+  for (int i = 0; i < 3; ++i)
+    if (pk.output_mask[i])
+      res.gradients += (res.gradients.empty() ? "" : "+") + std::string(gradient_name(static_cast<Gradient>(i)));
+  res.dtype = dtype_text(pk.grad_output.dtype, pk.input.dtype, pk.weight.dtype);
   if (!pk.name.empty()) std::printf("name: %s\n", pk.name.c_str());
   // The case keeps the user's spelling (it parses to the same problem, so it
   // is a valid repro) unless knobs changed it: then the canonical form, which
@@ -107,6 +113,8 @@ CaseResult run_case(const std::string& given, Mode mode, const Options& o, const
       r.name = res.name;
       r.repro = res.repro;
       r.descriptor = res.descriptor;
+      r.gradients = res.gradients;
+      r.dtype = res.dtype;
       return r;
     };
     if (mode == Mode::check) return labelled(run_check(parsed.value(), desc, o));
@@ -165,14 +173,6 @@ struct Case {
   std::string descriptor, where;
   Knobs knobs;
 };
-
-// RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
-std::string csv_field(const std::string& f) {
-  if (f.find_first_of(",\"\n\r") == std::string::npos) return f;
-  std::string q = "\"";
-  for (const char c : f) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 bool matches(const Knobs& k, const std::string& descriptor) {
   return k.match.empty() || std::regex_search(descriptor, std::regex(k.match));
@@ -241,6 +241,14 @@ bool environment_refused() { return !convbwd::detail::env_reports().empty(); }
 
 int run(const Options& o) {
   if (o.verbose) setenv("CONVBWD_VERBOSE", "1", 1);
+  if (progress_wanted(o.progress, isatty(STDERR_FILENO))) {
+    StatusLine::Config c;
+    c.out = stderr;
+    // --progress=always is for logs and tests: it shows every task at once.
+    if (o.progress == Progress::always) c.delay_s = 0;
+    c.width = terminal_columns(STDERR_FILENO);
+    status_line().configure(c);
+  }
   if (o.threads) convbwd::set_num_threads(*o.threads);
   // The variables read before any plan: an invalid one stops the run before
   // any work (the library has said which, the value and what it accepts).
@@ -272,54 +280,44 @@ int run(const Options& o) {
       return kExitError;
     }
   }
-  // --csv: opened before any case runs, so a bad path costs no work.
-  std::ofstream csv;
-  if (!o.csv_path.empty()) {
-    csv.open(o.csv_path);
-    if (!csv) {
-      print_error(o.csv_path + ": cannot open for writing (--csv)");
-      return kExitError;
-    }
-    csv << "name,descriptor,mode,outcome,worst_scaled_error,subset,median_ms,gflops,repro\n";
+  // --csv, --json: created before any case runs, so a bad path costs no work.
+  ResultFiles results;
+  if (const Error e = results.open(o.csv_path, o.json_path)) {
+    print_error(e.message);
+    return kExitError;
   }
   Tally tally;
   std::vector<std::string> failed;  // "where name: repro" of each case that did not pass
   // Progress through a batch whose report goes to a file: one line on the
   // terminal, rewritten per case. (On a terminal the report itself shows it.)
-  const bool progress = cases.size() > 1 && isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO);
+  StatusLine& line = status_line();
+  const bool progress = cases.size() > 1 && line.enabled() && !isatty(STDOUT_FILENO);
   for (size_t i = 0; i < cases.size(); ++i) {
     if (progress)
-      std::fprintf(stderr, "\r\x1b[Kconvbwd: case %zu/%zu, %d FAIL, %s so far: %s", i + 1, cases.size(), tally.fail,
-                   counted(tally.error, "error").c_str(), detail::printable(cases[i].descriptor).c_str());
+      line.set_case("case " + std::to_string(i + 1) + "/" + std::to_string(cases.size()) + ", " +
+                        std::to_string(tally.fail) + " FAIL, " + counted(tally.error, "error") + " so far",
+                    detail::printable(cases[i].descriptor));
     if (i) std::printf("\n");
     if (!cases[i].where.empty()) std::printf("[%s]\n", cases[i].where.c_str());
     std::fflush(stdout);
     const CaseResult r = run_case(cases[i].descriptor, mode, o, cases[i].knobs);
     tally.add(r.outcome);
-    if (csv.is_open()) {
-      const char* outcome = r.outcome == Outcome::pass ? "PASS" : r.outcome == Outcome::fail ? "FAIL" : "ERROR";
-      const bool checked = mode != Mode::perf && r.outcome != Outcome::error;
-      const bool timed = mode != Mode::check && r.outcome != Outcome::error;
-      char nums[96];
-      std::snprintf(nums, sizeof nums, "%s,%s,%s,%s", checked ? std::to_string(r.worst_scaled_error).c_str() : "",
-                    checked ? (r.subset ? "1" : "0") : "", timed ? std::to_string(r.median_ms).c_str() : "",
-                    timed ? std::to_string(r.gflops).c_str() : "");
-      csv << csv_field(r.name) << "," << csv_field(r.descriptor.empty() ? cases[i].descriptor : r.descriptor) << ","
-          << to_string(mode) << "," << outcome << "," << nums << "," << csv_field(r.repro) << "\n";
-    }
+    results.add(result_row(r, mode, cases[i].descriptor));
     if (r.outcome != Outcome::pass)
       failed.push_back(std::string(r.outcome == Outcome::fail ? "FAIL  " : "ERROR ") +
                        (cases[i].where.empty() ? "" : cases[i].where + " ") +
                        (r.name.empty() ? "" : "n\"" + r.name + "\" ") + r.repro);
     std::fflush(stdout);
   }
-  if (progress) std::fprintf(stderr, "\r\x1b[Kconvbwd: %s done\n", counted(static_cast<int64_t>(cases.size()), "case").c_str());
+  results.close();
+  if (progress) line.finish(counted(static_cast<int64_t>(cases.size()), "case") + " done");
   if (cases.size() > 1) {
     std::printf("\nsummary: %s, %d PASS, %d FAIL, %s\n", counted(static_cast<int64_t>(cases.size()), "case").c_str(),
                 tally.pass, tally.fail, counted(tally.error, "error").c_str());
     for (const std::string& f : failed) std::printf("  %s\n", f.c_str());
   }
-  return tally.exit_code();
+  // A results file that could not be written is an error, as a bad path is.
+  return results.failed() ? kExitError : tally.exit_code();
 }
 
 }  // namespace convbwd::cli

@@ -18,6 +18,8 @@ struct CaseResult {
   double median_ms = 0, gflops = 0;  // perf
   std::string name;        // the descriptor's n"..."
   std::string descriptor;  // as reported (canonical when knobs changed it)
+  std::string gradients;   // "gradInput+gradBias": those computed (empty until parsed)
+  std::string dtype;       // "f32", or gradOutput:input:weight when they differ
   std::string repro;  // the case's repro line
 };
 

@@ -167,7 +167,10 @@ OracleResult run_oracle(const OpSpec& op, const void* a, const void* b, const vo
 
   // Each thread pulls shard indices; every element is computed by exactly one
   // call, so the results do not depend on scheduling.
+  int64_t to_do = 0;
+  for (const Shard& s : shards) to_do += s.end - s.begin;
   std::atomic<size_t> next{0};
+  std::atomic<int64_t> done{0};
   auto worker = [&]() {
     for (size_t i = next++; i < shards.size(); i = next++) {
       const Shard& s = shards[i];
@@ -175,6 +178,7 @@ OracleResult run_oracle(const OpSpec& op, const void* a, const void* b, const vo
       OpSpec so = s.op;
       so.dst.dtype = DataType::f32;
       detail::reference_run(so, a_abs, b_abs, r.sum_abs.data());
+      if (opt.progress) opt.progress(done += s.end - s.begin, to_do);
     }
   };
   const int threads = std::clamp<int>(opt.threads, 1, static_cast<int>(shards.size()));
@@ -183,7 +187,7 @@ OracleResult run_oracle(const OpSpec& op, const void* a, const void* b, const vo
   worker();
   for (auto& t : pool) t.join();
 
-  for (const Shard& s : shards) r.computed_elements += s.end - s.begin;
+  r.computed_elements = to_do;
   r.computed = std::move(shards);
   return r;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "problem/spec.hpp"
@@ -36,6 +37,10 @@ struct OracleOptions {
   double budget = 0;
   bool all = false;
   uint64_t seed = 1;  // chooses the subset when the budget cuts in
+  // Called from the worker threads after each shard with the elements done
+  // so far and the number to do: once per shard, so counting costs nothing
+  // next to the shard's reference work. Empty: not called.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct OracleResult {

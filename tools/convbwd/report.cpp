@@ -8,6 +8,8 @@
 
 #include <unistd.h>  // environ
 
+#include "progress.hpp"
+
 namespace convbwd::cli {
 
 namespace {
@@ -42,14 +44,13 @@ std::string shell_word(const std::string& w) {
   return q + "'";
 }
 
-// The shortest text that reads back as the same double.
-std::string exact(double v) {
+}  // namespace
+
+std::string format_exact(double v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
 }
-
-}  // namespace
 
 std::string repro_line(Mode mode, const std::string& descriptor, const Options& o) {
   // The environment variables that change what runs (the instruction set,
@@ -78,7 +79,8 @@ std::string repro_line(Mode mode, const std::string& descriptor, const Options& 
     if (o.fill == Fill::small_ints) s += " --fill=ints";
     if (o.check_all) s += " --check-all";
     // The budget decides which elements a subset check compares.
-    if (o.check_budget_gflop != Options{}.check_budget_gflop) s += " --check-budget=" + exact(o.check_budget_gflop);
+    if (o.check_budget_gflop != Options{}.check_budget_gflop)
+      s += " --check-budget=" + format_exact(o.check_budget_gflop);
   }
   if (mode == Mode::perf || mode == Mode::all) {
     if (o.warmup != Options{}.warmup) s += " --warmup=" + std::to_string(o.warmup);
@@ -127,8 +129,14 @@ const char* gradient_name(Gradient g) {
   return "?";
 }
 
+std::string dtype_text(DataType go, DataType in, DataType w) {
+  if (go == in && in == w) return std::string(to_string(go));
+  return std::string(to_string(go)) + ":" + std::string(to_string(in)) + ":" + std::string(to_string(w));
+}
+
 void print_error(const std::string& message) {
   std::fflush(stdout);
+  status_line().interrupt();
   std::fprintf(stderr, "error: %s\n", message.c_str());
 }
 
