@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -388,6 +389,10 @@ TEST(KernelGemm, AmxPairsFollowTheTileDefinition) {
 // (vdpbf16ps and, on AMX CPUs, tdpbf16ps: whether the silicon follows the
 // manual's order is checked there).
 class EmulatedMatchesNative : public ::testing::TestWithParam<Isa> {};
+}  // namespace
+// The tier's name in test listings (found by argument-dependent lookup).
+void PrintTo(Isa i, std::ostream* os) { *os << to_string(i); }
+namespace {
 
 TEST_P(EmulatedMatchesNative, Bf16PairsBitForBit) {
   const KernelConfig* n = native_kernel_config(GetParam());

@@ -29,7 +29,10 @@
 // would show it. NaN results: the emulator's NaN payloads are std::fma's,
 // not necessarily the hardware's (the kernels never see NaN operands: the
 // dense paths zero them and handle them apart). Exceptions (#UD on a bad
-// shape, #GP on a bad config) are asserts here.
+// shape, #GP on a bad config) are asserts here. The emulator rounds with the
+// host's fp32 arithmetic, so it assumes the default rounding mode (nearest
+// even); it applies the denormal rules itself, so MXCSR's DAZ and FTZ bits
+// change nothing.
 #pragma once
 
 #include <cassert>
