@@ -117,14 +117,21 @@ void kernel(const MicroArgs& p) {
       if (Gather && rows_in_place && steps == kSteps) {
         a_base = p.a[0] + p.a_off[r] + t0;
         a_stride = row_step;
-      } else {
+      } else if constexpr (Gather) {
+        // Row i: `steps` consecutive pairs of its own pointer.
         for (int i = 0; i < kMr; ++i) {
-          for (int t = 0; t < steps; ++t) {
-            const float* src = Gather ? p.a[i] + p.a_off[r] + t0 + t : p.a[0] + p.a_off[r] + (t0 + t) * p.as + i;
-            std::memcpy(&a_pack[i][t], src, 4);
-          }
-          for (int t = steps; t < kSteps; ++t) a_pack[i][t] = 0;
+          std::memcpy(a_pack[i], p.a[i] + p.a_off[r] + t0, static_cast<size_t>(steps) * 4);
+          std::memset(a_pack[i] + steps, 0, static_cast<size_t>(kSteps - steps) * 4);
         }
+      } else {
+        // Step t holds the 16 rows' pairs side by side: a 16 x steps
+        // transpose.
+        for (int t = 0; t < steps; ++t) {
+          const float* src = p.a[0] + p.a_off[r] + (t0 + t) * p.as;
+          for (int i = 0; i < kMr; ++i) std::memcpy(&a_pack[i][t], src + i, 4);
+        }
+        for (int i = 0; i < kMr; ++i)
+          for (int t = steps; t < kSteps; ++t) a_pack[i][t] = 0;
       }
       const uint32_t* b_base = b + t0 * bs;
       int64_t b_stride = bs * 4;
