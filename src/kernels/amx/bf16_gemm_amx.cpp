@@ -36,7 +36,8 @@
 // buffer (the rows past the run may lie past the end of B): the padding
 // multiplies zero by zero, which changes no sum. Each run starts a new
 // product, so which steps share a TDPBF16PS depends only on the runs the
-// planner passes, never on the thread count.
+// planner passes (a planner that splits a run at a chunk end regroups its
+// steps), never on the thread count.
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
