@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ struct Case {
   std::vector<int64_t> len;
   int64_t as = 0, bs = 0;  // 0: the densest the kernel allows (mr, nr)
   bool accumulate = false;
+  // gather: the rows in one array, this many elements apart (a tile of
+  // neighbouring pixels; the AMX kernels load such rows in place); 0: rows
+  // of their own.
+  int64_t row_pitch = 0;
 };
 
 // One contract case through a kernel, against the test's own loops:
@@ -68,12 +73,16 @@ void check_contract(const TierGemm& g, bool gather, const Case& c, std::mt19937&
     a_end = a_off[r] + (gather ? c.len[r] : c.len[r] * as + mr) + 1;
     b_end = b_off[r] + c.len[r] * bs + nr + 1;
   }
-  // gather: mr rows of their own; strided: one array.
-  std::vector<std::vector<float>> a(gather ? mr : 1, std::vector<float>(static_cast<size_t>(a_end + 8)));
+  // gather: mr rows of their own, or mr rows row_pitch apart in one array;
+  // strided: one array.
+  const bool own_rows = gather && c.row_pitch == 0;
+  const int64_t a_size = own_rows || !gather ? a_end + 8 : (mr - 1) * c.row_pitch + a_end + 8;
+  std::vector<std::vector<float>> a(own_rows ? mr : 1, std::vector<float>(static_cast<size_t>(a_size)));
   for (auto& row : a)
     for (float& x : row) x = slot(rng);
   auto a_at = [&](int64_t r, int64_t t, int i) -> float& {
-    return gather ? a[i][a_off[r] + t] : a[0][a_off[r] + t * as + i];
+    if (!gather) return a[0][a_off[r] + t * as + i];
+    return own_rows ? a[i][a_off[r] + t] : a[0][i * c.row_pitch + a_off[r] + t];
   };
   if (pad)
     for (int64_t r = 1; r < runs; r += 2)
@@ -89,7 +98,7 @@ void check_contract(const TierGemm& g, bool gather, const Case& c, std::mt19937&
       for (int i = 0; i < mr; ++i)
         for (int j = 0; j < nr; ++j) want[i * nr + j] += product(a_at(r, t, i), b[b_off[r] + t * bs + j]);
   MicroArgs ka;
-  for (int i = 0; i < (gather ? mr : 1); ++i) ka.a[i] = a[i].data();
+  for (int i = 0; i < (gather ? mr : 1); ++i) ka.a[i] = own_rows ? a[i].data() : a[0].data() + i * c.row_pitch;
   ka.b = b.data();
   ka.as = as;
   ka.bs = bs;
@@ -104,7 +113,7 @@ void check_contract(const TierGemm& g, bool gather, const Case& c, std::mt19937&
     for (int j = 0; j < nr; ++j)
       ASSERT_EQ(acc[i * nr + j], want[i * nr + j])
           << g.k.name << (gather ? " gather" : " strided") << " runs " << runs << " as " << as << " bs " << bs
-          << " accumulate " << c.accumulate << " at (" << i << ", " << j << ")";
+          << " row_pitch " << c.row_pitch << " accumulate " << c.accumulate << " at (" << i << ", " << j << ")";
 }
 
 // The cases every kernel family meets.
@@ -116,6 +125,11 @@ const std::vector<Case>& contract_cases() {
       {{64}, 0, 0, true},         {{0, 3, 0}, 0, 0, false},   {{1, 1, 1, 1, 1}, 0, 0, true},
       {{9, 2, 31}, 0, 0, false},  {{6}, 40, 0, false},        {{5, 3}, 13, 0, true},
       {{4, 9}, 0, 48, false},     {{11}, 7, 80, true},        {{300}, 0, 0, false},
+      // Reductions of 16-pair tile products with tails (the AMX kernels),
+      // rows in one array for the gather form: full products in place, and
+      // tails, after a run of 15 and a tail of 1 pair.
+      {{16, 32, 15, 1}, 0, 0, true, 0}, {{16}, 0, 0, false, 37},   {{48, 7, 16}, 0, 0, true, 53},
+      {{33}, 0, 0, false, 16},          {{17, 16}, 21, 40, false, 0},
   };
   return cases;
 }
@@ -137,6 +151,7 @@ TEST(KernelGemm, EveryTierAgainstTheContract) {
     for (bool gather : {true, false})
       for (const Case& c : contract_cases()) {
         if (gather && (c.bs != 0 || c.as != 0)) continue;  // the gather contract: dense B, A rows of their own
+        if (!gather && c.row_pitch != 0) continue;
         check(g, gather, c, rng);
         if (HasFatalFailure()) return;
       }
@@ -204,6 +219,7 @@ TEST(KernelGemm, Bf16PairsAgainstTheContract) {
     for (bool gather : {true, false})
       for (const Case& c : contract_cases()) {
         if (gather && (c.bs != 0 || c.as != 0)) continue;
+        if (!gather && c.row_pitch != 0) continue;
         check_pairs(g, gather, c, rng);
         if (HasFatalFailure()) return;
       }
@@ -244,10 +260,13 @@ float one_step(const TierGemm& g, float acc0, float a_lo, float a_hi, float b_lo
 // follow as the native ones do: the high products are added first, each
 // addition rounded (not one fused dot product), denormal bf16 inputs and
 // accumulators read as zero, denormal sums flushed to zero.
+bool is_amx(const TierGemm& g) { return std::string(g.k.name).find("_amx") != std::string::npos; }
+
 TEST(KernelGemm, Bf16PairsFollowTheInstructionsDefinition) {
   const std::vector<TierGemm> kernels = bf16_kernels();
   if (kernels.empty()) GTEST_SKIP() << "no tier with bf16 pair kernels runs here";
   for (const TierGemm& g : kernels) {
+    if (is_amx(g)) continue;  // tdpbf16ps defines another order: below
     SCOPED_TRACE(g.name + " " + g.k.name);
     // 1 + 2^-24 ties to 1 (even), then + 2^-23 is 1 + 2^-23. Low first
     // (1 + 2^-23, then a tie to even) or fused would give 1 + 2^-22.
@@ -268,11 +287,116 @@ TEST(KernelGemm, Bf16PairsFollowTheInstructionsDefinition) {
   }
 }
 
+// One pair step: (a_lo, a_hi) . (b_lo, b_hi).
+struct PairStep {
+  float a_lo, a_hi, b_lo, b_hi;
+};
+
+// acc0 + the runs of pair steps, through a kernel whose every row and column
+// get the same operands (each step's B row repeated over the nr columns);
+// gather and strided must agree bit for bit.
+float through_runs(const TierGemm& g, float acc0, const std::vector<std::vector<PairStep>>& runs) {
+  const int mr = g.k.mr, nr = g.k.nr;
+  std::vector<float> arow, brow, astrided;
+  std::vector<int64_t> a_off, b_off, len, sa_off;
+  for (const std::vector<PairStep>& run : runs) {
+    a_off.push_back(static_cast<int64_t>(arow.size()));
+    b_off.push_back(static_cast<int64_t>(brow.size()));
+    sa_off.push_back(static_cast<int64_t>(astrided.size()));
+    len.push_back(static_cast<int64_t>(run.size()));
+    for (const PairStep& st : run) {
+      const float a = pair_slot(bf16_bits(st.a_lo), bf16_bits(st.a_hi));
+      arow.push_back(a);
+      astrided.insert(astrided.end(), static_cast<size_t>(mr), a);
+      brow.insert(brow.end(), static_cast<size_t>(nr), pair_slot(bf16_bits(st.b_lo), bf16_bits(st.b_hi)));
+    }
+  }
+  arow.push_back(0.0f);  // no empty vectors: data() must be a real pointer
+  brow.push_back(0.0f);
+  astrided.push_back(0.0f);
+  MicroArgs ka;
+  for (int i = 0; i < mr; ++i) ka.a[i] = arow.data();
+  ka.b = brow.data();
+  ka.bs = nr;
+  ka.a_off = a_off.data();
+  ka.b_off = b_off.data();
+  ka.len = len.data();
+  ka.runs = static_cast<int64_t>(runs.size());
+  std::vector<float> acc(static_cast<size_t>(mr * nr), acc0), acc2 = acc;
+  ka.acc = acc.data();
+  ka.accumulate = true;
+  g.k.gather(ka);
+  for (float x : acc) EXPECT_EQ(std::memcmp(&x, &acc[0], sizeof x), 0) << g.k.name << ": lanes differ";
+  for (int i = 1; i < mr; ++i) ka.a[i] = nullptr;
+  ka.a[0] = astrided.data();
+  ka.a_off = sa_off.data();
+  ka.as = mr;
+  ka.acc = acc2.data();
+  g.k.strided(ka);
+  EXPECT_EQ(std::memcmp(&acc2[0], &acc[0], sizeof(float)), 0) << g.k.name << ": strided differs from gather";
+  return acc[0];
+}
+
+// What the ISA manual defines for tdpbf16ps (kernels/amx/tile_emu.hpp), as
+// the AMX kernels must show it: within one tile product the low and the high
+// halves are summed apart over its steps, the two sums added, then added to
+// the accumulator (two roundings, to nearest even); a product spans 16 pair
+// steps of one run; denormal inputs read as zero and denormal sums flush.
+// Each expected value is worked out by hand from that definition.
+TEST(KernelGemm, AmxPairsFollowTheTileDefinition) {
+  int tested = 0;
+  for (const TierGemm& g : bf16_kernels()) {
+    if (!is_amx(g)) continue;
+    ++tested;
+    SCOPED_TRACE(g.name + " " + g.k.name);
+    const float e24 = 0x1p-24f, e23 = 0x1p-23f;
+    // lo 2^-24, hi 2^-49: the pair sum rounds to 2^-24 (2^-49 is a quarter of
+    // its ulp), then 1 + 2^-24 ties to 1. One rounding of 1 + 2^-24 + 2^-49
+    // would give 1 + 2^-23.
+    EXPECT_EQ(through_runs(g, 1.0f, {{{e24, 0x1p-49f, 1.0f, 1.0f}}}), 1.0f);
+    // lo = hi = 2^-24: their sum 2^-23 is added at once: 1 + 2^-23.
+    // vdpbf16ps's order (each product into the accumulator) gives 1.
+    EXPECT_EQ(through_runs(g, 1.0f, {{{e24, e24, 1.0f, 1.0f}}}), 1.0f + e23);
+    // The halves are summed apart across the steps of one product: lo sum
+    // 1 + 0, hi sum 2^-24 + 2^-24 = 2^-23, total 1 + 2^-23 exactly. Summing
+    // each pair into the accumulator in turn would tie to 1 twice.
+    EXPECT_EQ(through_runs(g, 0.0f, {{{1.0f, e24, 1.0f, 1.0f}, {0.0f, e24, 1.0f, 1.0f}}}), 1.0f + e23);
+    // A tie rounds to even upwards too: 1 + 2^-23 + 2^-24 -> 1 + 2^-22.
+    EXPECT_EQ(through_runs(g, 1.0f + e23, {{{e24, 0.0f, 1.0f, 1.0f}}}), 1.0f + 0x1p-22f);
+    // Steps 0 and 15 of a run share a product (1 + 2^-23); steps 0 and 16
+    // do not, and each 1 + 2^-24 ties to 1; nor do two runs of one step.
+    std::vector<PairStep> run(17, {0.0f, 0.0f, 1.0f, 1.0f});
+    run[0].a_lo = run[15].a_lo = e24;
+    EXPECT_EQ(through_runs(g, 1.0f, {run}), 1.0f + e23);
+    run[15].a_lo = 0.0f;
+    run[16].a_lo = e24;
+    EXPECT_EQ(through_runs(g, 1.0f, {run}), 1.0f);
+    EXPECT_EQ(through_runs(g, 1.0f, {{{e24, 0.0f, 1.0f, 1.0f}}, {{e24, 0.0f, 1.0f, 1.0f}}}), 1.0f);
+    // A bf16 denormal (2^-133) reads as zero, even times 2^100: 0, not 2^-33.
+    EXPECT_EQ(through_runs(g, 0.0f, {{{0x1p-133f, 0.0f, 0x1p100f, 0.0f}}}), 0.0f);
+    // 2^-70 * 2^-60 = 2^-130, below fp32's normal range: flushed to 0.
+    EXPECT_EQ(through_runs(g, 0.0f, {{{0x1p-70f, 0.0f, 0x1p-60f, 0.0f}}}), 0.0f);
+    // 1.5 * 2^-126 - 2^-126 = 2^-127, a denormal sum: flushed to 0.
+    EXPECT_EQ(through_runs(g, 0x1.8p-126f, {{{-0x1p-63f, 0.0f, 0x1p-63f, 0.0f}}}), 0.0f);
+    // A denormal accumulator reads as zero.
+    EXPECT_EQ(through_runs(g, 0x1p-140f, {{{0.0f, 0.0f, 0.0f, 0.0f}}}), 0.0f);
+  }
+  if (tested == 0) GTEST_SKIP() << "no AMX kernels run here";
+}
+
 // Where the CPU has the instruction, the emulation is held to it bit for bit
-// on random finite bf16 patterns of every exponent, denormals included.
-TEST(KernelGemm, EmulatedBf16PairsMatchTheNativeBitForBit) {
-  const KernelConfig* n = native_kernel_config(Isa::avx512_bf16);
-  const KernelConfig* e = emulated_kernel_config(Isa::avx512_bf16);
+// on random finite bf16 patterns of every exponent, denormals included
+// (vdpbf16ps and, on AMX CPUs, tdpbf16ps: whether the silicon follows the
+// manual's order is checked there).
+class EmulatedMatchesNative : public ::testing::TestWithParam<Isa> {};
+}  // namespace
+// The tier's name in test listings (found by argument-dependent lookup).
+void PrintTo(Isa i, std::ostream* os) { *os << to_string(i); }
+namespace {
+
+TEST_P(EmulatedMatchesNative, Bf16PairsBitForBit) {
+  const KernelConfig* n = native_kernel_config(GetParam());
+  const KernelConfig* e = emulated_kernel_config(GetParam());
   if (!n || !e || !n->bf16.gather || !e->bf16.gather) GTEST_SKIP() << "needs the native and the emulated tier";
   ASSERT_EQ(n->bf16.mr, e->bf16.mr);
   ASSERT_EQ(n->bf16.nr, e->bf16.nr);
@@ -321,6 +445,9 @@ TEST(KernelGemm, EmulatedBf16PairsMatchTheNativeBitForBit) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Tiers, EmulatedMatchesNative, ::testing::Values(Isa::avx512_bf16, Isa::amx),
+                         [](const ::testing::TestParamInfo<Isa>& i) { return std::string(to_string(i.param)); });
+
 // Each tier that runs here is listed, so a tier cannot drop out of the test
 // silently: AVX2 CPUs run avx2 natively and avx512 emulated at least.
 TEST(KernelGemm, TheListHasEveryTierThatRunsHere) {
@@ -338,6 +465,10 @@ TEST(KernelGemm, TheListHasEveryTierThatRunsHere) {
   for (const TierGemm& g : bf16_kernels()) bf16_names.push_back(g.name);
   if (cpu_has(Isa::avx2)) {
     EXPECT_NE(std::find(bf16_names.begin(), bf16_names.end(), "avx512_bf16_emu"), bf16_names.end());
+    EXPECT_NE(std::find(bf16_names.begin(), bf16_names.end(), "amx_emu"), bf16_names.end());
+  }
+  if (cpu_has(Isa::amx)) {
+    EXPECT_NE(std::find(bf16_names.begin(), bf16_names.end(), "amx"), bf16_names.end());
   }
   if (cpu_has(Isa::avx512_bf16)) {
     EXPECT_NE(std::find(bf16_names.begin(), bf16_names.end(), "avx512_bf16"), bf16_names.end());
@@ -366,6 +497,32 @@ TEST(KernelGemm, EmulatedRerunPlansTheEmulatedKernels) {
   auto plan = Plan::create(p.value());
   ASSERT_TRUE(plan) << plan.error().message;
   EXPECT_EQ(plan->implementation(Gradient::weight), "gemm_wgrad_nhwc:" + std::string(isa) + "_emu");
+}
+
+}  // namespace
+}  // namespace convbwd::detail
+
+namespace convbwd::detail {
+namespace {
+
+// The amx rerun (CONVBWD_ISA=amx: native where the CPU has AMX, else the
+// emulated tier) must plan bf16 problems on the AMX tile kernels and their
+// 16-row tiles, not on the tier below.
+TEST(KernelGemm, AmxRerunPlansBf16OnTheTileKernels) {
+  const char* isa = std::getenv("CONVBWD_ISA");
+  if (!isa || std::string(isa) != "amx") GTEST_SKIP() << "not the amx rerun";
+  ASSERT_EQ(active_isa(), Isa::amx);
+  const KernelConfig& cfg = kernel_config(active_isa());
+  EXPECT_EQ(cfg.isa, Isa::amx);
+  EXPECT_EQ(cfg.bf16.mr, 16);
+  EXPECT_EQ(cfg.bf16.nr, 32);
+  EXPECT_NE(std::string(cfg.bf16.name).find("_amx"), std::string::npos) << cfg.bf16.name;
+  auto p = Problem::parse("mb2ic32ih9oc32kh3ph1_dtbf16");
+  ASSERT_TRUE(p);
+  auto plan = Plan::create(p.value());
+  ASSERT_TRUE(plan) << plan.error().message;
+  const std::string name(plan->implementation(Gradient::input));
+  EXPECT_EQ(name.substr(name.find(':') + 1), tier_name(cfg)) << name;
 }
 
 }  // namespace

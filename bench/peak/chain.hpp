@@ -44,9 +44,11 @@ struct PeakKernel {
 bool cpu_has_avx2_fma();
 bool cpu_has_avx512f();
 bool cpu_has_avx512bf16();
+bool cpu_has_amx_bf16();  // CPU, XCR0 and the OS's tile-data permission (requested here)
 
 const PeakKernel& fma_avx2_kernel();
 const PeakKernel& fma_avx512_kernel();
 const PeakKernel& dpbf16_avx512_kernel();
+const PeakKernel& tdpbf16_amx_kernel();  // tiles: its own loop, not run_chains
 
 }  // namespace convbwd::bench

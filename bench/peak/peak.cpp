@@ -202,18 +202,26 @@ int main(int argc, char** argv) {
   const double seconds = quick ? 0.02 : 0.25;
   const int reps = quick ? 1 : 3;
 
-  std::printf("cpu model=\"%s\" logical_cpus=%u avx2_fma=%s avx512f=%s avx512_bf16=%s\n", brand().c_str(),
-              std::thread::hardware_concurrency(), cpu_has_avx2_fma() ? "yes" : "no",
-              cpu_has_avx512f() ? "yes" : "no", cpu_has_avx512bf16() ? "yes" : "no");
+  std::printf("cpu model=\"%s\" logical_cpus=%u avx2_fma=%s avx512f=%s avx512_bf16=%s amx_bf16=%s\n",
+              brand().c_str(), std::thread::hardware_concurrency(), cpu_has_avx2_fma() ? "yes" : "no",
+              cpu_has_avx512f() ? "yes" : "no", cpu_has_avx512bf16() ? "yes" : "no",
+              cpu_has_amx_bf16() ? "yes" : "no");
 
   // The fp32 peak is the best FMA kernel the CPU runs; the bf16 peak is the
   // dot-product kernel where there is one, else the fp32 peak (bf16 is then
   // widened to fp32 and computed with FMAs).
-  const PeakKernel* kernels[] = {&fma_avx2_kernel(), &fma_avx512_kernel(), &dpbf16_avx512_kernel()};
+  // The AMX tile peak comes last, so where the CPU has it, it is the bf16
+  // peak (the amx tier's bf16 kernels run on it), never an estimate.
+  const PeakKernel* kernels[] = {&fma_avx2_kernel(), &fma_avx512_kernel(), &dpbf16_avx512_kernel(),
+                                 &tdpbf16_amx_kernel()};
   double fp32_1 = 0, fp32_n = 0, bf16_1 = 0, bf16_n = 0;
+  const char* bf16_source = "fp32_fma";
   for (const PeakKernel* k : kernels) {
     if (!k->available()) {
-      std::printf("peak kernel=%s status=not_available\n", k->name);
+      if (k == &tdpbf16_amx_kernel())
+        std::printf("peak kernel=%s status=not_available note=\"unmeasured: no AMX on this CPU\"\n", k->name);
+      else
+        std::printf("peak kernel=%s status=not_available\n", k->name);
       continue;
     }
     const double one = measure_peak(*k, 1, seconds, reps);
@@ -228,13 +236,12 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(k->name, "bf16", 4) == 0) {
       bf16_1 = one;
       bf16_n = all;
+      bf16_source = k->name;
     }
   }
-  const char* bf16_source = "bf16_dot_avx512";
   if (bf16_n == 0) {
     bf16_1 = fp32_1;
     bf16_n = fp32_n;
-    bf16_source = "fp32_fma";
   }
 
   // 3 arrays of 64 MiB: twice a 32 MiB L3, so the figures are DRAM's. The

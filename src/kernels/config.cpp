@@ -30,14 +30,22 @@ constexpr KernelConfig kAvx512Bf16 =
     with_bf16(kAvx512, Isa::avx512_bf16,
               {8, 32, &avx512::bf16_gemm_8x32_gather, &avx512::bf16_gemm_8x32_strided, "bf16_gemm_8x32_avx512"});
 
+// The avx512_bf16 tier with the AMX-BF16 kernels for bf16 operands
+// (kernels/amx/bf16_gemm_amx.cpp): 16x32 tiles, so the bf16 planners tile by
+// 16 rows there.
+constexpr KernelConfig kAmx =
+    with_bf16(kAvx512Bf16, Isa::amx,
+              {16, 32, &amx::bf16_gemm_16x32_gather, &amx::bf16_gemm_16x32_strided, "bf16_gemm_16x32_amx"});
+
 const KernelConfig* native(Isa i) {
   switch (i) {
     case Isa::scalar: return &kScalar;
     case Isa::avx2: return &kAvx2;
     case Isa::avx512: return &kAvx512;
     case Isa::avx512_bf16: return &kAvx512Bf16;
-    default: return nullptr;
+    case Isa::amx: return &kAmx;
   }
+  return nullptr;
 }
 
 std::array<std::atomic<const KernelConfig*>, std::size(kAllIsas)> g_emulated{};
@@ -49,7 +57,11 @@ bool kernel_config_exists(Isa i) { return native(i) != nullptr || emulated_kerne
 const KernelConfig* native_kernel_config(Isa i) { return cpu_has(i) ? native(i) : nullptr; }
 
 const KernelConfig* emulated_kernel_config(Isa i) {
-  return g_emulated[static_cast<size_t>(i)].load(std::memory_order_acquire);
+  // (Every tier has a native entry, so GCC 12 infers that only a value
+  // outside the enum reaches here from kernel_config_exists and flags the
+  // index: the bound says what holds.)
+  const size_t k = static_cast<size_t>(i);
+  return k < g_emulated.size() ? g_emulated[k].load(std::memory_order_acquire) : nullptr;
 }
 
 void register_emulated_kernel_config(const KernelConfig& c) {
@@ -65,7 +77,7 @@ const KernelConfig& kernel_config(Isa i) {
     return e && std::strcmp(e, "1") == 0;
   }();
   // The highest tier at or below i that has kernels: a tier without kernels
-  // of its own (today amx: issue 15) runs the one below it.
+  // of its own (none today) would run the one below it.
   for (int t = static_cast<int>(i); t > 0; --t) {
     const Isa tier = static_cast<Isa>(t);
     const KernelConfig* n = native(tier);

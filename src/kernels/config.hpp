@@ -3,9 +3,10 @@
 // planners (src/impl/) read kernels and shapes from here and never name an
 // ISA or a width; adding a tier is adding its entry (config.cpp).
 //
-// A tier whose kernels are also compiled against SIMDe (tests only, see
-// tests/emulated/) can register that emulated config: planning then runs the
-// same kernel source on a CPU without the tier, so every machine tests it.
+// A tier whose kernels are also compiled against SIMDe or on the AMX tile
+// emulator (tests only, see tests/emulated/) can register that emulated
+// config: planning then runs the same kernel source on a CPU without the
+// tier, so every machine tests it.
 #pragma once
 
 #include <cstdint>

@@ -51,20 +51,25 @@ struct MicroArgs {
 
 using MicroKernel = void (*)(const MicroArgs&);
 
-// The bf16 pair family (tiers with vdpbf16ps: GemmKernels::bf16 in the
-// config, null elsewhere) takes the same MicroArgs, but every "element" of A
-// and B is a 32-bit bf16 pair along the reduction (VNNI order): the low half
-// holds reduction index 2s, the high half 2s+1, so step t of a run is the
-// pair (2t, 2t+1) and B is packed [step/2][nr][2]. The pointers are typed
-// float* only to share MicroArgs; offsets, strides and lengths count pairs.
+// The bf16 pair family (tiers with vdpbf16ps or AMX-BF16: GemmKernels::bf16
+// in the config, null elsewhere) takes the same MicroArgs, but every
+// "element" of A and B is a 32-bit bf16 pair along the reduction (VNNI
+// order): the low half holds reduction index 2s, the high half 2s+1, so
+// step t of a run is the pair (2t, 2t+1) and B is packed [step/2][nr][2].
+// The pointers are typed float* only to share MicroArgs; offsets, strides
+// and lengths count pairs.
 //
 //   acc[i][j] (+)= sum over runs r, steps t < len[r] of
 //                  A(i, r, t).hi * B(r, t, j).hi + A(i, r, t).lo * B(r, t, j).lo
 //
-// each step one vdpbf16ps: products exact in fp32, added high pair element
-// first, each addition rounded to nearest even, bf16 denormal inputs read
-// as zero and denormal sums flushed to zero (its ISA definition). An odd
-// reduction length is padded with a zero element in the last pair.
+// in the order of the tier's instruction: on avx512_bf16 each step is one
+// vdpbf16ps, products exact in fp32, added high pair element first, each
+// addition rounded to nearest even; on amx each 16 steps of a run are one
+// tdpbf16ps, which sums the low and the high elements apart over those
+// steps, adds the two sums, then adds that to the accumulator
+// (kernels/amx/tile_emu.hpp). Both read bf16 denormal inputs as zero and
+// flush denormal sums to zero (their ISA definitions). An odd reduction
+// length is padded with a zero element in the last pair.
 // Accumulation stays fp32 and each output is rounded once, as in the fp32
 // family; the results are the same across tiers only within the tolerance.
 

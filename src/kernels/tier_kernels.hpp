@@ -1,5 +1,6 @@
 // The kernels every tier provides, declared once for each tier's namespace
-// (scalar, avx2, avx512, and avx512_emu for the SIMDe build of the tests).
+// (scalar, avx2, avx512, amx, and avx512_emu / amx_emu for the emulated
+// builds of the tests).
 // Each tier's sources are compiled with that tier's flags and define these in
 // its namespace only, so no function built for one ISA can be linked into a
 // caller of another. The shapes travel with them in the kernel config.
@@ -82,3 +83,7 @@ CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)
 
 CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512, 8x32)
 CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512_emu, 8x32)
+// The AMX-BF16 ones (kernels/amx/bf16_gemm_amx.cpp), natively and on the
+// tile emulator of the test build.
+CONVBWD_DECLARE_BF16_GEMM_KERNELS(amx, 16x32)
+CONVBWD_DECLARE_BF16_GEMM_KERNELS(amx_emu, 16x32)

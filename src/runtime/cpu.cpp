@@ -1,9 +1,13 @@
 #include "runtime/cpu.hpp"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "convbwd/convbwd.hpp"
@@ -17,6 +21,21 @@ uint64_t xgetbv0() {
   uint32_t lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+// Asks Linux for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM with
+// XFEATURE_XTILEDATA, Linux 5.16 and later): without it the first TILELOADD
+// faults, whatever CPUID and XCR0 say. Returns 0 or the errno. The
+// permission is the process's and cannot be taken back, so once is enough.
+int request_tile_data() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0 ? 0 : errno;
+}
+
+std::string amx_refusal(const CpuFeatures& f) {
+  return "the OS refused the tile data permission (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): " +
+         std::string(std::strerror(f.amx_request_errno)) + ")";
 }
 
 CpuFeatures detect() {
@@ -43,6 +62,13 @@ CpuFeatures detect() {
   f.amx_tile = (d >> 24) & 1;
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = (a >> 5) & 1;
+  if (f.amx_tile && f.amx_bf16 && f.os_amx) {
+    f.amx_request_errno = request_tile_data();
+    f.amx_permitted = f.amx_request_errno == 0;
+    // The tier below runs; say why, since the CPU has the tier.
+    if (!f.amx_permitted && verbose())
+      std::fprintf(stderr, "convbwd: amx: %s; the tier below runs\n", amx_refusal(f).c_str());
+  }
   return f;
 }
 
@@ -71,7 +97,11 @@ Isa from_env(Isa best) {
     return best;
   }
   if (!cpu_has(*want) && !emulated_kernel_config(*want)) {
-    report_invalid_env("CONVBWD_ISA", e, "a tier this CPU has (it lacks " + std::string(e) + "): " + accepted);
+    const CpuFeatures& f = cpu_features();
+    const std::string lack = *want == Isa::amx && f.amx_tile && f.amx_bf16 && f.os_amx && !f.amx_permitted
+                                 ? "it has amx but " + amx_refusal(f)
+                                 : "it lacks " + std::string(e);
+    report_invalid_env("CONVBWD_ISA", e, "a tier this CPU has (" + lack + "): " + accepted);
     return best;
   }
   Isa run = Isa::scalar;
@@ -98,7 +128,7 @@ bool cpu_has(Isa i) {
     case Isa::avx2: return avx2;
     case Isa::avx512: return avx512;
     case Isa::avx512_bf16: return avx512 && f.avx512_bf16;
-    case Isa::amx: return avx512 && f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.os_amx;
+    case Isa::amx: return avx512 && f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.os_amx && f.amx_permitted;
   }
   return false;
 }

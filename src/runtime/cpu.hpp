@@ -16,7 +16,7 @@ enum class Isa {
   avx2,         // AVX2 + FMA + F16C
   avx512,       // AVX-512 F + BW + DQ + VL (Skylake-SP, Ice Lake, Zen 4 and later)
   avx512_bf16,  // avx512 + AVX512_BF16 (vdpbf16ps)
-  amx,          // avx512_bf16 + AMX-TILE + AMX-BF16, with the OS's tile-data permission
+  amx,          // avx512_bf16 + AMX-TILE + AMX-BF16, with the OS's tile-data permission (Sapphire Rapids on)
 };
 constexpr Isa kAllIsas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx};
 
@@ -26,6 +26,11 @@ struct CpuFeatures {
   bool avx512_bf16 = false, avx512_fp16 = false;
   bool amx_tile = false, amx_bf16 = false;
   bool os_ymm = false, os_zmm = false, os_amx = false;  // XCR0: the OS saves those registers
+  // Linux hands a process the tile data state only on request; asked once,
+  // at detection, where the CPU and XCR0 have AMX. 0, or the errno of the
+  // refusal (EPERM, EINVAL on kernels before 5.16, ...).
+  bool amx_permitted = false;
+  int amx_request_errno = 0;
 };
 const CpuFeatures& cpu_features();
 

@@ -1,9 +1,11 @@
-// The emulated avx512 tier of the test binaries: the AVX-512 kernel sources
-// compiled a second time against SIMDe (src/kernels/avx512/simd.hpp), in
-// namespace avx512_emu, registered at start-up. Planning runs them where the
-// CPU lacks AVX-512 (CONVBWD_ISA=avx512), or everywhere with
-// CONVBWD_EMULATED=1, so every machine tests the AVX-512 code paths. SIMDe is
-// built here for AVX2, so the tier is registered only on CPUs that have it.
+// The emulated avx512, avx512_bf16 and amx tiers of the test binaries: the
+// AVX-512 kernel sources compiled a second time against SIMDe
+// (src/kernels/avx512/simd.hpp), in namespace avx512_emu, and the AMX ones on
+// the tile emulator (src/kernels/amx/tile_emu.hpp), in amx_emu, registered
+// at start-up. Planning runs them where the CPU lacks the tier
+// (CONVBWD_ISA=avx512, amx), or everywhere with CONVBWD_EMULATED=1, so every
+// machine tests those code paths. SIMDe is built here for AVX2, so the tiers
+// are registered only on CPUs that have it.
 #include "kernels/config.hpp"
 #include "kernels/tier_kernels.hpp"
 
@@ -22,9 +24,22 @@ const KernelConfig kAvx512Bf16Emulated = [] {
   return c;
 }();
 
+// The amx tier: avx512_bf16's emulated config with the AMX kernels on the
+// tile emulator (kernels/amx/tile_emu.hpp) for bf16 operands, as the native
+// amx config is avx512_bf16's with the native AMX kernels.
+const KernelConfig kAmxEmulated = [] {
+  KernelConfig c = kAvx512Bf16Emulated;
+  c.isa = Isa::amx;
+  c.bf16 = {16, 32, &amx_emu::bf16_gemm_16x32_gather, &amx_emu::bf16_gemm_16x32_strided, "bf16_gemm_16x32_amx_emu"};
+  return c;
+}();
+
 const bool kRegistered = [] {
-  if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Emulated);
-  if (cpu_has(Isa::avx2)) register_emulated_kernel_config(kAvx512Bf16Emulated);
+  if (cpu_has(Isa::avx2)) {
+    register_emulated_kernel_config(kAvx512Emulated);
+    register_emulated_kernel_config(kAvx512Bf16Emulated);
+    register_emulated_kernel_config(kAmxEmulated);
+  }
   return true;
 }();
 
