@@ -124,6 +124,36 @@ TEST(DepthwiseDirect, EveryGeometryF32) {
   for (const char* g : kGeometries) expect_pass(g, {});
 }
 
+// Groups of 16 -> 16 channels in 2D and 3D are left to the GEMM paths (the
+// direct kernels were slower there); in 1D, and below 16 on either side,
+// they stay direct.
+TEST(DepthwiseDirect, SixteenChannelGroupsIn2DAnd3DGoToGemm) {
+  struct Case {
+    const char* desc;
+    bool gemm;
+  } cases[] = {
+      {"mb2g2ic32ih6iw9oc32kh3kw3ph1pw1", true},
+      {"mb1g3ic48id3ih4iw5oc48kd3kh3kw3pd1ph1pw1", true},
+      {"mb2g2ic32iw40oc32kw3pw1", false},
+      {"mb2g2ic32ih6iw9oc30kh3kw3ph1pw1", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.desc);
+    const Problem p = parse(c.desc);
+    auto plan = Plan::create(p);
+    ASSERT_TRUE(plan) << plan.error().message;
+    for (Gradient gr : {Gradient::input, Gradient::weight}) {
+      const std::string impl(impl_base(plan->implementation(gr)));
+      if (c.gemm)
+        EXPECT_EQ(impl.rfind("gemm_", 0), 0u) << impl;
+      else
+        EXPECT_EQ(impl, "depthwise_direct");
+    }
+    const Comparison cmp = check_against_reference(p, {});
+    EXPECT_TRUE(cmp.pass) << cmp.first_failure;
+  }
+}
+
 TEST(DepthwiseDirect, DtypesAndRounding) {
   const char* const kSuffixes[] = {"_dtf16", "_dtbf16", "_dtf16:bf16:f32", "_dtbf16:f32:f16", "_math1", "_math2",
                                    "_math3", "_dtf16_math1"};
