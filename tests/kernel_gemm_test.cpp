@@ -33,8 +33,11 @@ struct TierGemm {
 std::vector<TierGemm> gemm_kernels() {
   std::vector<TierGemm> v;
   for (Isa i : kAllIsas) {
-    if (const KernelConfig* n = native_kernel_config(i)) v.push_back({tier_name(*n), n->gemm});
-    if (const KernelConfig* e = emulated_kernel_config(i)) v.push_back({tier_name(*e), e->gemm});
+    for (const KernelConfig* c : {native_kernel_config(i), emulated_kernel_config(i)}) {
+      if (!c) continue;
+      v.push_back({tier_name(*c), c->gemm});
+      if (c->gemm_narrow.gather) v.push_back({tier_name(*c) + ".narrow", c->gemm_narrow});
+    }
   }
   return v;
 }

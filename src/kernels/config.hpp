@@ -47,6 +47,11 @@ struct KernelConfig {
   AnyNonfinite any_nonfinite = nullptr;
   DepthwiseKernels depthwise;
   BiasKernels bias;
+  // fp32 kernels of a narrower tile, for tiers whose `gemm` is wider than 16
+  // columns: a group of at most nr columns (ResNeXt-style 16-channel groups)
+  // fills it where `gemm` would compute half its lanes on padding. Null
+  // elsewhere (the planners then use `gemm`).
+  GemmKernels gemm_narrow = {};
   // The bf16 pair kernels (kernels/gemm.hpp), for tiers with bf16 arithmetic;
   // null gather/strided elsewhere (bf16 operands then widen to fp32). Last,
   // so that configs without them need not name it.

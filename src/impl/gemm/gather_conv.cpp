@@ -52,13 +52,18 @@ class GatherConvKernel final : public OpKernel {
     // pair (kernels/gemm.hpp); steps_ counts those steps per tap.
     const KernelConfig& cfg = kernels_for(ctx.isa);
     const bool pairs = bf16_pairs(op, cfg);
-    const GemmKernels& family = pairs ? cfg.bf16 : cfg.gemm;
+    cols_ = dgrad ? g.c : g.k;
+    red_ = dgrad ? g.k : g.c;
+    // Groups narrower than the tile take the narrow family where the tier
+    // has one: 16-channel groups on 8x32 computed half their lanes on
+    // padding (2 threads, Zen 5, 14x16 against 8x32: g8 128@28 3x3 data
+    // gradient 1.32x, g16 256@14 all gradients 1.17x, g8 s2 1.06x).
+    const bool narrow = !pairs && cfg.gemm_narrow.gather && cols_ <= cfg.gemm_narrow.nr && cols_ < cfg.gemm.nr;
+    const GemmKernels& family = pairs ? cfg.bf16 : narrow ? cfg.gemm_narrow : cfg.gemm;
     kern_ = family.gather;
     mr_ = family.mr;
     nr_ = family.nr;
     store_ = cfg.store_row;
-    cols_ = dgrad ? g.c : g.k;
-    red_ = dgrad ? g.k : g.c;
     const int64_t steps = pairs ? (red_ + 1) / 2 : red_;
     groups_ = g.groups;
     n_ = g.n;

@@ -77,5 +77,10 @@ void kernel(const MicroArgs& p) {
 
 void f32_gemm_8x32_gather(const MicroArgs& p) { kernel<8, 2, true>(p); }
 void f32_gemm_8x32_strided(const MicroArgs& p) { kernel<8, 2, false>(p); }
+// The narrow family (KernelConfig::gemm_narrow), for groups of at most 16
+// columns: 14 rows, the fastest one-vector shape in the table above, and a
+// divisor of the 14-, 28- and 56-pixel rows of the usual CNN stages.
+void f32_gemm_14x16_gather(const MicroArgs& p) { kernel<14, 1, true>(p); }
+void f32_gemm_14x16_strided(const MicroArgs& p) { kernel<14, 1, false>(p); }
 
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS
