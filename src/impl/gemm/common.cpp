@@ -1,5 +1,6 @@
 #include "impl/gemm/common.hpp"
 
+#include <bit>
 #include <cstring>
 
 #include "impl/nonfinite/nonfinite.hpp"
@@ -112,6 +113,97 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       copy_rows(base, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, zero_nonfinite, found);
     }
   }
+}
+
+void PixelPairCopy::set_columns(int64_t taps, int64_t dilation, int64_t pixels) {
+  const int64_t period = 2 * step;
+  // Class of each residue, in order of first use (-1: none yet). The stride
+  // is bounded by supported() (at most 2^16 phases), so is this table.
+  std::vector<int64_t> class_of(static_cast<size_t>(period), -1);
+  std::vector<int64_t> cls(static_cast<size_t>(taps)), q0(static_cast<size_t>(taps));
+  first.clear();
+  int64_t max_q0 = 0;
+  for (int64_t r = 0; r < taps; ++r) {
+    const int64_t col = r * dilation, res = col % period;
+    int64_t& c = class_of[static_cast<size_t>(res)];
+    if (c < 0) {
+      c = static_cast<int64_t>(first.size());
+      first.push_back(res);
+    }
+    cls[static_cast<size_t>(r)] = c;
+    q0[static_cast<size_t>(r)] = col / period;
+    max_q0 = std::max(max_q0, col / period);
+  }
+  slots = max_q0 + (pixels + 1) / 2;
+  tap_slot.resize(static_cast<size_t>(taps));
+  for (size_t r = 0; r < tap_slot.size(); ++r) tap_slot[r] = cls[r] * slots + q0[r];
+}
+
+void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite,
+                               bool* found) const {
+  const int64_t g = plane / ext[0], e0 = plane % ext[0];
+  const Strides st = strides_of(v, spatial);
+  const int64_t row = row_floats(), x0 = e0 - lo[0];
+  const uint16_t* const s = static_cast<const uint16_t*>(base);
+  // Stored columns [c_lo, c_hi) hold source data.
+  const int64_t c_lo = std::clamp<int64_t>(lo[2], 0, ext[2]);
+  const int64_t c_hi = std::clamp<int64_t>(lo[2] + src[2], 0, ext[2]);
+  const int64_t ch = st.ch, cs = st.sp[2];
+  unsigned nonfinite = 0;
+  auto take = [&](uint16_t x) -> uint32_t {
+    const bool bad = bf16_nonfinite(x);
+    nonfinite |= bad;
+    return zero_nonfinite && bad ? 0u : x;
+  };
+  for (int64_t cb = 0; cb < blocks(); ++cb) {
+    uint32_t* const out =
+        reinterpret_cast<uint32_t*>(dst + g * image_floats() + cb * block_floats() + e0 * ext[1] * row);
+    if (x0 < 0 || x0 >= src[0]) {
+      std::memset(out, 0, static_cast<size_t>(ext[1] * row) * sizeof(uint32_t));
+      continue;
+    }
+    const int64_t c0 = cb * cp, nc = std::min(cp, cg - c0);
+    for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
+      uint32_t* const o = out + e1 * row;
+      const int64_t x1 = e1 - lo[1];
+      if (x1 < 0 || x1 >= src[1] || c_lo >= c_hi) {
+        std::memset(o, 0, static_cast<size_t>(row) * sizeof(uint32_t));
+        continue;
+      }
+      // Source index of channel c0 at stored column 0 (only ever indexed
+      // at columns in [c_lo, c_hi)).
+      const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * ch + x0 * st.sp[0] + x1 * st.sp[1] - lo[2] * cs;
+      for (size_t m = 0; m < first.size(); ++m)
+        for (int64_t q = 0; q < slots; ++q) {
+          uint32_t* const w = o + (static_cast<int64_t>(m) * slots + q) * cp;
+          const int64_t col = first[m] + 2 * step * q;
+          const bool has_lo = col >= c_lo && col < c_hi, has_hi = col + step >= c_lo && col + step < c_hi;
+          const int64_t il = src_row + col * cs, ih = il + step * cs;
+          int64_t j = 0;
+          if (has_lo && has_hi) {
+            for (; j < nc; ++j) w[j] = take(s[il + j * ch]) | take(s[ih + j * ch]) << 16;
+          } else if (has_lo) {
+            for (; j < nc; ++j) w[j] = take(s[il + j * ch]);
+          } else if (has_hi) {
+            for (; j < nc; ++j) w[j] = take(s[ih + j * ch]) << 16;
+          }
+          for (; j < cp; ++j) w[j] = 0;
+        }
+    }
+  }
+  if (found && nonfinite) *found = true;
+}
+
+void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst, int64_t dstride) {
+  const int64_t full = len / 2;
+  if (dstride == 1) {
+    // Little-endian: a pair of neighbours, low half first, is their bytes.
+    static_assert(std::endian::native == std::endian::little);
+    std::memcpy(dst, src, static_cast<size_t>(full) * sizeof(uint32_t));
+  } else {
+    for (int64_t t = 0; t < full; ++t) dst[t * dstride] = uint32_t{src[2 * t]} | uint32_t{src[2 * t + 1]} << 16;
+  }
+  if (len % 2) dst[full * dstride] = src[len - 1];
 }
 
 namespace {
