@@ -137,6 +137,13 @@ TEST(ImplGemm, Bf16PairsInTheWeightGradients) {
         "mb1ic5id4ih3iw1oc3kd2kh3kw1_dtbf16"})
     check(d, Gradient::weight);
   check("mb2ic19ih5iw7oc33kh3ph1_dtbf16", Gradient::weight, Layout::channels_last, Layout::padded);
+  // Rows wider than the copy's 256-column window (slots on both sides of a
+  // window edge), and a stride above it (a pair's columns in two ranges).
+  check("mb2ic9iw1101oc10kw5sw2dw1pw3_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
+        Fill::small_ints);
+  check("mb2ic7iw613oc5kw3pw1_dtbf16", Gradient::weight, Layout::channels_last, Layout::contiguous);
+  check("mb1ic5iw1501oc7kw3sw300pw1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
+        Fill::small_ints);
   check("mb2ic21ih6iw9oc19kh3sh2ph1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
         Fill::small_ints);
   check("mb2ic21ih6iw7oc19kh3sh2ph1_tr_dtbf16", Gradient::weight, Layout::reversed, Layout::channels_last,

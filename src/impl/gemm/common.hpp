@@ -215,6 +215,8 @@ struct PixelPairCopy {
   std::vector<int64_t> first;    // first column of each class
   std::vector<int64_t> tap_slot; // per tap column: class * slots + q0
   int64_t slots = 0;             // per class and row
+  ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
+  AnyNonfinite check = scalar::any_nonfinite;         // likewise
 
   // Classes and slots for rows of `pixels` output pixels, output pixel o
   // of tap column r < taps reading column r*dilation + o*step.

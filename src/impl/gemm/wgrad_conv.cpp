@@ -290,6 +290,8 @@ class WgradKernel final : public OpKernel {
     dyp_.cp = dy_.cp;
     dyp_.src = dyp_.ext = dy_.src;
     dyp_.step = 1;
+    dyp_.convert = xp_.convert = dy_.convert;
+    dyp_.check = xp_.check = dy_.check;
     dyp_.set_columns(1, 1, sp_.y[2]);
     xp_.v = x_.v;
     xp_.cg = x_.cg;
