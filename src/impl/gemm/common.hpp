@@ -197,9 +197,8 @@ struct ImageCopy {
 // s > 1 a pair's two columns are not adjacent, so no single pairing of x
 // serves every tap; one copy per tap would hold k copies of the image, while
 // the residues mod 2s are at most 2s classes of ~ext/(2s) slots, two
-// elements each: at most twice the image whatever the kernel size (3x3
-// stride 1: exactly twice; 1x1 stride 2: a quarter, as only even columns are
-// read). Taps of one class share its slots, so an odd row's padding zero
+// elements each: about twice the image at most, whatever the kernel size
+// (3x3 stride 1: twice; 1x1 stride 2: half, as only even columns are read). Taps of one class share its slots, so an odd row's padding zero
 // lives in dy only: x's high half there is a real column that another tap
 // reads (or zero past ext). It meets dy's zero; a NaN or Inf there is found
 // by the copy's check like any other, and execute then reruns with it zeroed

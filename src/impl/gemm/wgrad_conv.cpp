@@ -37,8 +37,9 @@ class WgradKernel final : public OpKernel {
     sp_ = space_of(g);
     const KernelConfig& cfg = kernels_for(ctx.isa);
     // Rows of one output pixel would be all padding: half the pair
-    // arithmetic wasted, and nothing gained over fp32.
-    pairs_ = bf16_pairs(op, cfg) && sp_.y[2] > 1;
+    // arithmetic wasted, and nothing gained over fp32. (bf16_pairs asks for
+    // the gather kernel; this path runs the strided one.)
+    pairs_ = bf16_pairs(op, cfg) && cfg.bf16.strided != nullptr && sp_.y[2] > 1;
     const GemmKernels& family = pairs_ ? cfg.bf16 : cfg.gemm;
     kern_ = family.strided;
     mr_ = family.mr;
