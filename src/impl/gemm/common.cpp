@@ -139,8 +139,8 @@ void PixelPairCopy::set_columns(int64_t taps, int64_t dilation, int64_t pixels) 
   for (size_t r = 0; r < tap_slot.size(); ++r) tap_slot[r] = cls[r] * slots + q0[r];
 }
 
-void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite,
-                               bool* found) const {
+void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, float* scratch,
+                               bool zero_nonfinite, bool* found) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
   const Strides st = strides_of(v, spatial);
   const int64_t row = row_floats(), x0 = e0 - lo[0];
@@ -156,10 +156,8 @@ void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float
   // from channel rows far apart, and the copy a quarter of the layer.) The
   // window bounds the scratch whatever the row width and stride: one range
   // of kWindow + step columns, or two of kWindow when the stride is larger.
-  constexpr int64_t kWindow = 256;
   const bool one_range = step <= kWindow;
-  std::vector<float> wide(static_cast<size_t>(2 * kWindow * cp));
-  float* const lo_wide = wide.data();
+  float* const lo_wide = scratch;
   float* const hi_wide = one_range ? lo_wide : lo_wide + kWindow * cp;
   int64_t span = 0;  // past the last slot's low column
   for (int64_t f : first) span = std::max(span, f + 2 * step * (slots - 1) + 1);

@@ -227,8 +227,12 @@ struct PixelPairCopy {
   int64_t block_floats() const { return ext[0] * ext[1] * row_floats(); }
   int64_t image_floats() const { return blocks() * block_floats(); }
   int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
-  // As ImageCopy::copy_plane.
-  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite = false,
+  // Source columns converted at a time (copy_plane).
+  static constexpr int64_t kWindow = 256;
+  // Floats of scratch copy_plane needs: two windows, channels-last fp32.
+  int64_t scratch_floats() const { return 2 * kWindow * cp; }
+  // As ImageCopy::copy_plane, with `scratch` (scratch_floats()) its own.
+  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, float* scratch, bool zero_nonfinite = false,
                   bool* found = nullptr) const;
 };
 

@@ -107,6 +107,10 @@ class WgradKernel final : public OpKernel {
     // and a round trip through L3 per chunk.
     const int64_t rows_all = n_ * sp_.y[0] * sp_.y[1];
     acc_floats_ = round_up(std::max(threads_, 1) * mr_ * nr_, kAlignFloats);
+    // The pair copies' per-thread window (PixelPairCopy::copy_plane).
+    scratch_floats_ = pairs_ ? std::max(threads_, 1) * round_up(std::max(dyp_.scratch_floats(), xp_.scratch_floats()),
+                                                                  kAlignFloats)
+                             : 0;
     const Checked tile_buffer = (Checked(tiles_) * (mr_ * nr_)).rounded_up(kAlignFloats);
     if (!tile_buffer.ok()) {
       *why = "the weight gradient's tile buffer overflows 64 bits";
@@ -118,9 +122,9 @@ class WgradKernel final : public OpKernel {
     // tile buffer they replace (DeepLab's 512->512: two images, 7 MB of
     // copies, 9.4 MB of tiles), so that one pass never asks for more.
     const bool copies_fit =
-        batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels()) == n_ ||
+        batch_limit(n_, budget, acc_floats_ + kAlignFloats + scratch_floats_, image_floats_, sp_.y_pixels()) == n_ ||
         (all_copies.ok() && all_copies.value() <= tile_buffer.value() &&
-         all_copies.value() <= budget - acc_floats_ - kAlignFloats);
+         all_copies.value() <= budget - acc_floats_ - kAlignFloats - scratch_floats_);
     one_pass_ = rows_all <= kMaxRuns && rows_all * row_steps_ <= chunk_steps(kOnePassSteps) && copies_fit;
     if (one_pass_) rows_per_chunk_ = rows_all;
     else acc_floats_ = tile_buffer.value();
@@ -132,7 +136,8 @@ class WgradKernel final : public OpKernel {
     // within noise, for half the workspace (DCGAN 3.99 -> 2.27 MB, WaveNet
     // 4.19 -> 2.11 MB).
     batch_ = one_pass_ ? n_
-                       : batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels(),
+                       : batch_limit(n_, budget, acc_floats_ + kAlignFloats + scratch_floats_, image_floats_,
+                                     sp_.y_pixels(),
                                      kBatchFloats / 2);
     if (batch_ < 1) {
       *why = "one image's channels-last copies do not fit the workspace budget";
@@ -142,12 +147,13 @@ class WgradKernel final : public OpKernel {
 
   bool ok() const { return ok_; }
   size_t workspace_bytes() const override {
-    return static_cast<size_t>(acc_floats_ + batch_ * image_floats_ + kAlignFloats) * sizeof(float);
+    return static_cast<size_t>(acc_floats_ + scratch_floats_ + batch_ * image_floats_ + kAlignFloats) * sizeof(float);
   }
 
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const acc = reinterpret_cast<float*>(args.workspace);
-    float* const xs = acc + acc_floats_;  // batch_ x-copies
+    float* const scratch = acc + acc_floats_;    // per thread: the pair copies' window
+    float* const xs = scratch + scratch_floats_;  // batch_ x-copies
     float* const dys = xs + batch_ * groups_ * x_image();
     NonfiniteSeen seen;
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
@@ -155,18 +161,19 @@ class WgradKernel final : public OpKernel {
       const int64_t xplanes = pairs_ ? xp_.planes() : x_.planes(), yplanes = pairs_ ? dyp_.planes() : dy_.planes();
       float* const dy_end = dys + nb * groups_ * dy_image();
       std::fill(dy_end, dy_end + kAlignFloats, 0.0f);
-      pool.parallel_for(nb * (xplanes + yplanes), threads_, [&](int64_t t, int) {
+      pool.parallel_for(nb * (xplanes + yplanes), threads_, [&](int64_t t, int thread) {
         const int64_t i = t / (xplanes + yplanes), pl = t % (xplanes + yplanes);
         bool nonfinite = false;
         bool* const check = args.found ? &nonfinite : nullptr;
         float* const x_dst = xs + i * groups_ * x_image();
         float* const dy_dst = dys + i * groups_ * dy_image();
+        float* const window = scratch + thread * (scratch_floats_ / std::max(threads_, 1));
         if (pl < xplanes && pairs_)
-          xp_.copy_plane(args.b, n0 + i, pl, x_dst, args.zero_nonfinite, check);
+          xp_.copy_plane(args.b, n0 + i, pl, x_dst, window, args.zero_nonfinite, check);
         else if (pl < xplanes)
           x_.copy_plane(args.b, n0 + i, pl, x_dst, args.zero_nonfinite, check);
         else if (pairs_)
-          dyp_.copy_plane(args.a, n0 + i, pl - xplanes, dy_dst, args.zero_nonfinite, check);
+          dyp_.copy_plane(args.a, n0 + i, pl - xplanes, dy_dst, window, args.zero_nonfinite, check);
         else
           dy_.copy_plane(args.a, n0 + i, pl - xplanes, dy_dst, args.zero_nonfinite, check);
         seen.add(nonfinite && pl >= xplanes, nonfinite && pl < xplanes);
@@ -342,7 +349,7 @@ class WgradKernel final : public OpKernel {
   int64_t dy_row_ = 0, x_row_ = 0, as_ = 1, bs_ = 1, row_steps_ = 1;
   std::vector<int64_t> x_col_;
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
-  int64_t acc_floats_ = 0, image_floats_ = 0, batch_ = 0;
+  int64_t acc_floats_ = 0, scratch_floats_ = 0, image_floats_ = 0, batch_ = 0;
   bool ok_ = true;
   bool one_pass_ = false;
 };
