@@ -10,8 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "impl/registry_entries.hpp"
+#include "kernels/config.hpp"
 #include "numeric/float_formats.hpp"
 #include "problem/spec.hpp"
 #include "reference/reference.hpp"
@@ -114,6 +117,120 @@ TEST(ImplGemm, Bf16PairsInTheGatherPath) {
   check("mb2ic21ih6oc19kh3sh2ph1_dtbf16", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
   check("mb2ic21ih6oc19kh3sh2ph1_tr_dtbf16", Gradient::input, Layout::reversed, Layout::channels_last,
         Fill::small_ints);
+}
+// The weight gradients on the bf16 pair kernels (gemm_wgrad_nhwc: pixel pair
+// copies of dy and x; gemm_wgrad_1x1_nchw: pair rows and panels): odd row
+// widths (a zero-padded last pair in every row), stride 2 and 3 with odd
+// and even widths (pairs s columns apart, several column classes),
+// dilation, a tap column past the first pair (q0 > 0), asymmetric padding,
+// k tails of the 8-row tile and c tails of the 32-column one, several
+// images, groups, 1D, 3D, transposed, HF32, channels-last and strided
+// views, and exact fills, against the fp64 reference, on every tier (the
+// pair path where a tier has the kernels, avx512_bf16 emulated on any CPU).
+TEST(ImplGemm, Bf16PairsInTheWeightGradients) {
+  for (const char* d :
+       {"mb2ic7ih6iw7oc9kh3ph1_dtbf16", "mb3ic33ih5iw9oc17kh3sh2ph1_dtbf16", "mb2ic10ih7iw11oc12kh3sh3ph1_dtbf16",
+        "mb2ic12ih8iw12oc10kh3sh3ph1_dtbf16", "mb2ic9ih8iw13oc19kh3kw3dh1dw2ph2pw3_dtbf16",
+        "mb2ic12ih9iw15oc10kh3kw4sh2sw3dw1pw2_dtbf16", "mb2ic8ih9iw9oc8kh3ph1phr2pw0pwr1_dtbf16",
+        "mb2ic15ih7oc21kh3ph1g3_dtbf16", "mb2ic13iw41oc11kw5sw2pw2_dtbf16", "mb1ic7id5ih4iw5oc9kd3kh2kw3pd1pw1_dtbf16",
+        "mb2ic9ih5oc13kh4sh2ph1_tr_dtbf16", "mb2ic18ih7oc21kh3ph1_dtbf16_math3", "mb2ic33ih5iw5oc40kh1sh2_dtbf16",
+        "mb1ic5id4ih3iw1oc3kd2kh3kw1_dtbf16"})
+    check(d, Gradient::weight);
+  check("mb2ic19ih5iw7oc33kh3ph1_dtbf16", Gradient::weight, Layout::channels_last, Layout::padded);
+  // Rows wider than the copy's 256-column window (slots on both sides of a
+  // window edge), and a stride above it (a pair's columns in two ranges).
+  check("mb2ic9iw1101oc10kw5sw2dw1pw3_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
+        Fill::small_ints);
+  check("mb2ic7iw613oc5kw3pw1_dtbf16", Gradient::weight, Layout::channels_last, Layout::contiguous);
+  check("mb1ic5iw1501oc7kw3sw300pw1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
+        Fill::small_ints);
+  check("mb2ic21ih6iw9oc19kh3sh2ph1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
+        Fill::small_ints);
+  check("mb2ic21ih6iw7oc19kh3sh2ph1_tr_dtbf16", Gradient::weight, Layout::reversed, Layout::channels_last,
+        Fill::small_ints);
+  // Chunks of rows (tiles resting in fp32 between them), a single-pair
+  // chunk cap, and batches of images accumulating into the same tiles.
+  for (const char* steps : {"1", "3", "7"}) {
+    SCOPED_TRACE(std::string("CONVBWD_GEMM_CHUNK_STEPS=") + steps);
+    setenv("CONVBWD_GEMM_CHUNK_STEPS", steps, 1);
+    check("mb2ic21ih5iw9oc17kh3sh2ph1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
+          Fill::small_ints);
+    check("mb2ic13ih6iw7oc38kh3ph1_dtbf16", Gradient::weight);
+  }
+  unsetenv("CONVBWD_GEMM_CHUNK_STEPS");
+  for (const char* cap : {"1", "2"}) {
+    SCOPED_TRACE(std::string("CONVBWD_GEMM_MAX_BATCH=") + cap);
+    setenv("CONVBWD_GEMM_MAX_BATCH", cap, 1);
+    check("mb5ic20ih9iw7oc14kh3ph1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
+          Fill::small_ints);
+    check("mb3ic12ih7iw9oc10kh3sh2ph1_dtbf16", Gradient::weight);
+  }
+  unsetenv("CONVBWD_GEMM_MAX_BATCH");
+}
+// Bits at 1, 2, 3 and 5 threads on the pair path of both weight gradients:
+// uniform data, so a sum taken in another order would show in the bits.
+TEST(ImplGemm, Bf16PairWeightGradientsAreBitIdenticalAtAnyThreadCount) {
+  for (const char* d : {"mb3ic40ih9iw11oc36kh3sh2ph1_dtbf16", "mb2ic70ih7iw9oc20kh3ph1_dtbf16"})
+    check_implementation(d, Gradient::weight, impl_for, Layout::contiguous, Layout::contiguous, Fill::uniform,
+                         {1, 2, 3, 5});
+  setenv("CONVBWD_GEMM_CHUNK_STEPS", "5", 1);
+  check_implementation("mb3ic40ih9iw11oc36kh3sh2ph1_dtbf16", Gradient::weight, impl_for, Layout::contiguous,
+                       Layout::contiguous, Fill::uniform, {1, 2, 3, 5});
+  unsetenv("CONVBWD_GEMM_CHUNK_STEPS");
+  for (const char* d : {"mb2ic150ih9iw7oc13kh1_dtbf16", "mb2ic40ih17iw19oc45kh1_dtbf16"})
+    check_implementation(
+        d, Gradient::weight, [](detail::Op) -> const detail::Implementation& { return detail::kGemm1x1BwdWeightsImpl; },
+        Layout::contiguous, Layout::contiguous, Fill::uniform, {1, 2, 3, 5});
+}
+// That the pair path is the one planned: the pair kernels read bf16
+// subnormal operands as zero (their contract, kernels/gemm.hpp), which
+// widening to fp32 does not. dy = 1 and x = 2^-127 (a bf16 subnormal): each
+// gradWeight element is a sum of such products, exactly 0 where a tier has
+// pair kernels and positive where bf16 widens to fp32.
+TEST(ImplGemm, Bf16WeightGradientsPlanThePairKernels) {
+  for (const auto& [desc, impl] : {std::pair{"mb2ic33ih4iw7oc9kh3ph1_dtbf16", &detail::kGemmBwdWeightsImpl},
+                                   std::pair{"mb2ic33ih4iw7oc9kh3sh2ph1_dtbf16", &detail::kGemmBwdWeightsImpl},
+                                   std::pair{"mb2ic33ih5iw7oc9kh1_dtbf16", &detail::kGemm1x1BwdWeightsImpl}}) {
+    SCOPED_TRACE(desc);
+    auto p = Problem::parse(desc);
+    ASSERT_TRUE(p) << p.error().message;
+    HostTensor go = make_tensor(DataType::bf16, p->grad_output.dims, Layout::contiguous);
+    HostTensor in = make_tensor(DataType::bf16, p->input.dims, Layout::contiguous);
+    HostTensor gw = make_tensor(DataType::bf16, p->weight.dims, Layout::contiguous);
+    auto set_all = [](HostTensor& t, uint16_t bits) {
+      for (int64_t i = 0; i < t.elements(); ++i)
+        std::memcpy(t.storage.data() + t.storage_index(i) * 2, &bits, sizeof bits);
+    };
+    set_all(go, 0x3f80);  // 1.0
+    set_all(in, 0x0040);  // 2^-127
+    Problem prob = p.value();
+    prob.grad_output = go.desc;
+    prob.input = in.desc;
+    prob.grad_weight = gw.desc;
+    auto spec = detail::validate(prob);
+    ASSERT_TRUE(spec) << spec.error().message;
+    const detail::OpSpec op = spec->op_for(Gradient::weight);
+    detail::ThreadPool pool(2);
+    for (Isa isa : test_isas()) {
+      SCOPED_TRACE(tier_name(isa));
+      std::string why;
+      auto k = impl->plan(op, detail::PlanContext{isa, 2}, &why);
+      ASSERT_TRUE(k) << why;
+      std::vector<std::byte> ws(k->workspace_bytes() + 64);
+      auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+      HostTensor out = gw;
+      detail::OpArgs args{go.data(), in.data(), out.data(), aligned};
+      k->run(args, pool);
+      const bool pairs = detail::kernel_config(isa).bf16.strided != nullptr;
+      for (int64_t i = 0; i < out.elements(); ++i) {
+        if (pairs) {
+          ASSERT_EQ(out.at(i), 0.0) << "element " << i;
+        } else {
+          ASSERT_GT(out.at(i), 0.0) << "element " << i;
+        }
+      }
+    }
+  }
 }
 TEST(ImplGemm, OperandRounding) {
   check_both("mb2ic18ih7oc20kh3ph1_math1");
@@ -300,6 +417,20 @@ TEST(ImplGemm, Planar1x1WgradOnePass) {
   check_1x1_wgrad("mb4ic40ih9iw11oc30kh1", Layout::contiguous, Fill::small_ints);
   check_1x1_wgrad("mb2ic18ih7oc20kh1_math1", Layout::padded);
   check_1x1_wgrad("mb2ic18ih7oc20kh1", Layout::reversed);
+}
+// bf16 pairs of pixels in the planar 1x1 weight gradient: odd images in one
+// pass (a padded last pair per image), chunks of 256 pixels with an odd last
+// chunk, tasks over c-blocks, groups, 1D, 3D, transposed, k and c tails,
+// exact fills and strided views.
+TEST(ImplGemm, Bf16PairsInThePlanar1x1WeightGradient) {
+  for (const char* d : {"mb2ic18ih7iw9oc20kh1_dtbf16", "mb2ic40ih17iw19oc13kh1_dtbf16", "mb2ic150ih9iw7oc13kh1_dtbf16",
+                        "mb2ic60ih7oc18kh1g3_dtbf16", "mb2ic33ih8iw8oc41kh1_dtbf16", "mb2ic19ih9oc21kh1_tr_dtbf16",
+                        "mb1ic6id4ih5iw5oc10kd1kh1kw1_dtbf16", "mb2ic18ih9oc20kh1_dtbf16_math3"})
+    check_1x1_wgrad(d);
+  check_1x1_wgrad("mb9ic17ih5iw5oc19kh1_dtbf16", Layout::contiguous, Fill::small_ints);
+  check_1x1_wgrad("mb2ic20iw301oc9kw1_dtbf16", Layout::contiguous, Fill::small_ints);
+  check_1x1_wgrad("mb2ic70ih17iw19oc13kh1_dtbf16", Layout::padded, Fill::small_ints);
+  check_1x1_wgrad("mb3ic18ih7oc20kh1_dtbf16", Layout::reversed);
 }
 // It holds no fp32 tile buffer: the workspace is the per-thread x panels
 // (and no dy rows, read in place in fp32), far below the weight gradient's

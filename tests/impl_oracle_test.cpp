@@ -170,6 +170,20 @@ TEST(ImplOracle, PlanarOneByOne) {
   });
 }
 
+// bf16 operands: on a tier with bf16 pair kernels the weight gradients
+// multiply pixel pairs (odd widths padded per row, stride and dilation
+// along the paired width, several images). Operands in [-1, 1] keep every
+// sum within the integers bf16 holds exactly (at most 256).
+TEST(ImplOracle, Bf16PairWeightGradients) {
+  check_all({
+      {Conv(2, 17, 20, {7, 9}, {3, 3}).stride({2, 3}).dil({1, 2}).pad({1, 2}, {1, 0}),
+       {"gemm_dgrad_phase_nhwc", "gemm_wgrad_nhwc", kBias}, DataType::bf16, 1},
+      {Conv(2, 18, 9, {41}, {3}).stride({2}).dil({3}).pad({3}, {1}), {"gemm_dgrad_phase_nhwc", "gemm_wgrad_nhwc", kBias},
+       DataType::bf16, 1},
+      {Conv(2, 20, 24, {9, 9}, {1, 1}), {"gemm_dgrad_1x1_nchw", "gemm_wgrad_1x1_nchw", kBias}, DataType::bf16, 1},
+  });
+}
+
 TEST(ImplOracle, SmallChannels) {
   check_all({
       {Conv(2, 3, 20, {13, 11}, {5, 3}).stride({3, 2}).dil({1, 3}).pad({3, 0}, {1, 4}),

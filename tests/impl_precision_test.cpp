@@ -24,9 +24,12 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "impl/implementation.hpp"
 #include "impl/registry_entries.hpp"
+#include "kernels/config.hpp"
 #include "runtime/thread_pool.hpp"
 #include "util/impl_check.hpp"
 #include "util/oracle_run.hpp"
@@ -347,6 +350,57 @@ TEST(PrecisionModes, EveryKernelsOperandRoundingOnEveryIsa) {
         }
         if (saw_inf && k->nonfinite_mode() == detail::NonfiniteMode::report) {
           EXPECT_TRUE(found.a || found.b) << "operands that round to Inf went unreported";
+        }
+      }
+    }
+}
+
+// The bf16 pair paths of the weight gradients copy bf16 operands bit for
+// bit (no operand rounding applies): every finite bf16 pattern as
+// gradOutput, times an identity input (gradWeight[k, c] = gradOutput[k, c]),
+// must come back exactly in an fp32 gradWeight, on every tier and through
+// both weight-gradient GEMMs. Subnormals are the one difference the pair
+// kernels define (read as zero, kernels/gemm.hpp); where bf16 widens to fp32
+// they come back too.
+TEST(PrecisionModes, Bf16WeightGradientsKeepEveryBf16Value) {
+  std::vector<uint16_t> values;
+  for (uint32_t u = 0; u < 0x10000u; ++u)
+    if ((u & 0x7f80u) != 0x7f80u) values.push_back(static_cast<uint16_t>(u));
+  constexpr int64_t kPixels = 64;  // = input channels: the identity's side
+  const int64_t rows = static_cast<int64_t>(values.size()) / kPixels;
+  ASSERT_EQ(rows * kPixels, static_cast<int64_t>(values.size()));
+  Problem prob = ConvParams(Conv(1, kPixels, rows, {kPixels}, {1})).to_problem();
+  prob.grad_output.dtype = prob.input.dtype = DataType::bf16;
+  prob.output_mask = {false, true, false};
+  auto spec = detail::validate(prob);
+  ASSERT_TRUE(spec) << spec.error().message;
+  ASSERT_EQ(spec->grads[1].dtype, DataType::f32);
+  const detail::OpSpec op = spec->op_for(Gradient::weight);
+  std::vector<uint16_t> x(static_cast<size_t>(kPixels * kPixels), 0);
+  for (int64_t c = 0; c < kPixels; ++c) x[static_cast<size_t>(c * kPixels + c)] = 0x3f80;  // 1.0
+  detail::ThreadPool pool(2);
+  for (const detail::Implementation* impl : {&detail::kGemmBwdWeightsImpl, &detail::kGemm1x1BwdWeightsImpl})
+    for (detail::Isa isa : test_isas()) {
+      SCOPED_TRACE(std::string(impl->name) + " isa " + tier_name(isa));
+      std::string why;
+      auto k = impl->plan(op, detail::PlanContext{isa, 2}, &why);
+      ASSERT_TRUE(k) << "declined: " << why;
+      std::unique_ptr<std::byte, decltype(&std::free)> ws(
+          static_cast<std::byte*>(std::aligned_alloc(64, (k->workspace_bytes() + 64) / 64 * 64)), &std::free);
+      std::vector<float> out(values.size(), -7.0f);
+      detail::OpArgs args{values.data(), x.data(), out.data(), ws.get()};
+      k->run(args, pool);
+      const bool pairs = detail::kernel_config(isa).bf16.strided != nullptr;
+      int failures = 0;
+      for (size_t i = 0; i < values.size() && failures < 5; ++i) {
+        const float v = std::bit_cast<float>(uint32_t{values[i]} << 16);
+        const bool subnormal = v != 0 && std::fabs(v) < FLT_MIN;
+        // Sums start from +0: a -0 product leaves +0.
+        const float want = pairs && subnormal ? 0.0f : 0.0f + v;
+        if (std::bit_cast<uint32_t>(out[i]) != std::bit_cast<uint32_t>(want)) {
+          ++failures;
+          ADD_FAILURE() << "bf16 0x" << std::hex << values[i] << std::dec << " (" << v << ") gives " << out[i]
+                        << ", want " << want;
         }
       }
     }

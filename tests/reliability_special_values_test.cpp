@@ -109,6 +109,11 @@ const char* const kShapes[] = {
     // bf16 pairs in the gather path (avx512_bf16): odd reductions, stride
     // phases, transposed.
     "mb2ic17ih7oc19kh3sh2ph1_dtbf16",
+    // ... and in the weight gradients: odd rows (dy's zero meets a real x
+    // element, or zero on both sides in the 1x1 layers, which skip the
+    // NaN/Inf pass), stride 2 with an odd width.
+    "mb2ic17ih5iw9oc19kh3sh2ph1_dtbf16",
+    "mb2ic17ih5iw7oc18kh1_dtbf16",
     "mb1ic17ih5iw4oc19kh3kw2sh2sw2ph1pw1_tr_dtbf16",
     "mb2ic17iw7oc18kw3sw2pw2_tr_dtf16",
     "mb2ic17ih5oc18kh3ph1_math1",

@@ -1,5 +1,6 @@
 #include "impl/gemm/common.hpp"
 
+#include <bit>
 #include <cstring>
 
 #include "impl/nonfinite/nonfinite.hpp"
@@ -112,6 +113,130 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       copy_rows(base, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, zero_nonfinite, found);
     }
   }
+}
+
+void PixelPairCopy::set_columns(int64_t taps, int64_t dilation, int64_t pixels) {
+  const int64_t period = 2 * step;
+  // Class of each residue, in order of first use (-1: none yet). The stride
+  // is bounded by supported() (at most 2^16 phases), so is this table.
+  std::vector<int64_t> class_of(static_cast<size_t>(period), -1);
+  std::vector<int64_t> cls(static_cast<size_t>(taps)), q0(static_cast<size_t>(taps));
+  first.clear();
+  int64_t max_q0 = 0;
+  for (int64_t r = 0; r < taps; ++r) {
+    const int64_t col = r * dilation, res = col % period;
+    int64_t& c = class_of[static_cast<size_t>(res)];
+    if (c < 0) {
+      c = static_cast<int64_t>(first.size());
+      first.push_back(res);
+    }
+    cls[static_cast<size_t>(r)] = c;
+    q0[static_cast<size_t>(r)] = col / period;
+    max_q0 = std::max(max_q0, col / period);
+  }
+  slots = max_q0 + (pixels + 1) / 2;
+  tap_slot.resize(static_cast<size_t>(taps));
+  for (size_t r = 0; r < tap_slot.size(); ++r) tap_slot[r] = cls[r] * slots + q0[r];
+}
+
+void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, float* scratch,
+                               bool zero_nonfinite, bool* found) const {
+  const int64_t g = plane / ext[0], e0 = plane % ext[0];
+  const Strides st = strides_of(v, spatial);
+  const int64_t row = row_floats(), x0 = e0 - lo[0];
+  // Stored columns [c_lo, c_hi) hold source data.
+  const int64_t c_lo = std::clamp<int64_t>(lo[2], 0, ext[2]);
+  const int64_t c_hi = std::clamp<int64_t>(lo[2] + src[2], 0, ext[2]);
+  // A row goes window by window: the slots whose low column lies in
+  // [wa, wa + kWindow) read the source columns of that window and those
+  // `step` further on, converted channels-last to fp32 (bf16 widened exactly:
+  // its bits in the high half) by the ISA's converter, which transposes in
+  // registers; each slot's pair is then two 32-bit rows of that copy, vector
+  // by vector. (Read straight from a planar source, each slot was two loads
+  // from channel rows far apart, and the copy a quarter of the layer.) The
+  // window bounds the scratch whatever the row width and stride: one range
+  // of kWindow + step columns, or two of kWindow when the stride is larger.
+  const bool one_range = step <= kWindow;
+  float* const lo_wide = scratch;
+  float* const hi_wide = one_range ? lo_wide : lo_wide + kWindow * cp;
+  int64_t span = 0;  // past the last slot's low column
+  for (int64_t f : first) span = std::max(span, f + 2 * step * (slots - 1) + 1);
+  bool nonfinite = false;
+  // Converts stored columns [a, b) of source row src_row (clipped to the
+  // source) into `into`; returns the first column converted.
+  auto convert_range = [&](int64_t src_row, int64_t nc, int64_t a, int64_t b, float* into) {
+    a = std::max(a, c_lo);
+    b = std::min(b, c_hi);
+    if (a >= b) return a;
+    const int64_t nw = b - a;
+    convert(base, DataType::bf16, OperandRounding::none, src_row + (a - lo[2]) * st.sp[2], st.ch, st.sp[2], nc, nw,
+            into, cp);
+    if (nc < cp)
+      for (int64_t w = 0; w < nw; ++w) std::fill(into + w * cp + nc, into + (w + 1) * cp, 0.0f);
+    if (zero_nonfinite) detail::zero_nonfinite(into, nw * cp);
+    if (found && check(into, nw * cp)) nonfinite = true;
+    return a;
+  };
+  for (int64_t cb = 0; cb < blocks(); ++cb) {
+    uint32_t* const out =
+        reinterpret_cast<uint32_t*>(dst + g * image_floats() + cb * block_floats() + e0 * ext[1] * row);
+    if (x0 < 0 || x0 >= src[0]) {
+      std::memset(out, 0, static_cast<size_t>(ext[1] * row) * sizeof(uint32_t));
+      continue;
+    }
+    const int64_t c0 = cb * cp, nc = std::min(cp, cg - c0);
+    for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
+      uint32_t* const o = out + e1 * row;
+      const int64_t x1 = e1 - lo[1];
+      if (x1 < 0 || x1 >= src[1] || c_lo >= c_hi) {
+        std::memset(o, 0, static_cast<size_t>(row) * sizeof(uint32_t));
+        continue;
+      }
+      const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1];
+      for (int64_t wa = 0; wa < span; wa += kWindow) {
+        const int64_t wb = wa + kWindow;
+        const int64_t lo_first = convert_range(src_row, nc, wa, one_range ? wb + step : wb, lo_wide);
+        const int64_t hi_first = one_range ? lo_first : convert_range(src_row, nc, wa + step, wb + step, hi_wide);
+        const uint32_t* const lo32 = reinterpret_cast<const uint32_t*>(lo_wide);
+        const uint32_t* const hi32 = reinterpret_cast<const uint32_t*>(hi_wide);
+        for (size_t m = 0; m < first.size(); ++m) {
+          // The class's slots with low column in [wa, wb).
+          const int64_t period = 2 * step;
+          const int64_t q0 = std::min(slots, ceil_div(std::max<int64_t>(wa - first[m], 0), period));
+          const int64_t q1 = std::min(slots, ceil_div(std::max<int64_t>(wb - first[m], 0), period));
+          for (int64_t q = q0; q < q1; ++q) {
+            uint32_t* const d = o + (static_cast<int64_t>(m) * slots + q) * cp;
+            const int64_t col = first[m] + period * q;
+            const bool has_lo = col >= c_lo && col < c_hi, has_hi = col + step >= c_lo && col + step < c_hi;
+            const uint32_t* const lo_row = lo32 + (has_lo ? col - lo_first : 0) * cp;
+            const uint32_t* const hi_row = hi32 + (has_hi ? col + step - hi_first : 0) * cp;
+            if (has_lo && has_hi) {
+              for (int64_t j = 0; j < cp; ++j) d[j] = lo_row[j] >> 16 | (hi_row[j] & 0xffff0000u);
+            } else if (has_lo) {
+              for (int64_t j = 0; j < cp; ++j) d[j] = lo_row[j] >> 16;
+            } else if (has_hi) {
+              for (int64_t j = 0; j < cp; ++j) d[j] = hi_row[j] & 0xffff0000u;
+            } else {
+              std::memset(d, 0, static_cast<size_t>(cp) * sizeof(uint32_t));
+            }
+          }
+        }
+      }
+    }
+  }
+  if (found && nonfinite) *found = true;
+}
+
+void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst, int64_t dstride) {
+  const int64_t full = len / 2;
+  if (dstride == 1) {
+    // Little-endian: a pair of neighbours, low half first, is their bytes.
+    static_assert(std::endian::native == std::endian::little);
+    std::memcpy(dst, src, static_cast<size_t>(full) * sizeof(uint32_t));
+  } else {
+    for (int64_t t = 0; t < full; ++t) dst[t * dstride] = uint32_t{src[2 * t]} | uint32_t{src[2 * t + 1]} << 16;
+  }
+  if (len % 2) dst[full * dstride] = src[len - 1];
 }
 
 namespace {

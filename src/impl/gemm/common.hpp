@@ -1,7 +1,8 @@
 // Shared pieces of the dense GEMM paths: the 3-deep spatial description, the
 // channels-last fp32 image copies every path computes from (bf16 pairs for
-// the bf16 kernels of the gather path), weight packing and storing fp32
-// tiles into any strided output view.
+// the bf16 kernels: of channels for the gather path, of pixels for the weight
+// gradients), weight packing and storing fp32 tiles into any strided output
+// view.
 //
 // Why channels-last copies: with channels innermost, every reduction step of
 // every operation reads a contiguous run of channels (one vector of 16 for the
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/gemm.hpp"
 #include "impl/implementation.hpp"
@@ -173,6 +175,73 @@ struct ImageCopy {
   void copy_rows(const void* base, int64_t src_index, int64_t cstride, int64_t wstride, int64_t nc, int64_t nw,
                  float* o, bool zero_nonfinite, bool* found) const;
 };
+
+// A bf16 copy of one operand image per (n, group) for the weight
+// gradient's pair kernels (kernels/gemm.hpp), whose reduction runs over
+// output pixels: a slot (32 bits) holds two elements of one channel that the
+// two reduction indices of one kernel step read (output pixels 2t and 2t+1 of
+// an image row), low half first, copied bit for bit:
+//   [n][g][channel block][e0][e1][column class m][slot q][cp]
+//   slot (m, q, channel j) = (column first[m] + 2*step*q, that column + step)
+// Rows e0, e1 are stored at source position + lo, as in ImageCopy; a column
+// is a stored position along the last dim (source + lo[2]). Zero where the
+// position falls outside the source, past ext (no output pixel reads it) and
+// for channels past cg.
+//
+// dy (one class, first 0, step 1): pairs of consecutive output pixels, with
+// the zero high half of an odd row's last pair that the kernel contract asks
+// for (ext[2] = the row's pixels).
+// x (step = the stride s): output pixels 2t and 2t+1 of tap column r read
+// columns r*d + 2ts and r*d + 2ts + s, i.e. slot q0 + t of the class of
+// residue r*d mod 2s, with q0 = r*d div 2s (set_columns). Why classes: with
+// s > 1 a pair's two columns are not adjacent, so no single pairing of x
+// serves every tap; one copy per tap would hold k copies of the image, while
+// the residues mod 2s are at most 2s classes of ~ext/(2s) slots, two
+// elements each: about twice the image at most, whatever the kernel size
+// (3x3 stride 1: twice; 1x1 stride 2: half, as only even columns are read). Taps of one class share its slots, so an odd row's padding zero
+// lives in dy only: x's high half there is a real column that another tap
+// reads (or zero past ext). It meets dy's zero; a NaN or Inf there is found
+// by the copy's check like any other, and execute then reruns with it zeroed
+// (nonfinite.hpp).
+struct PixelPairCopy {
+  View v;
+  int spatial = 0;
+  int64_t groups = 1, cg = 0, cp = 0;
+  std::array<int64_t, 3> src{1, 1, 1};  // source extents
+  std::array<int64_t, 3> ext{1, 1, 1};  // stored extents (ext[2]: columns)
+  std::array<int64_t, 3> lo{0, 0, 0};
+  int64_t step = 1;              // columns between a slot's two elements
+  std::vector<int64_t> first;    // first column of each class
+  std::vector<int64_t> tap_slot; // per tap column: class * slots + q0
+  int64_t slots = 0;             // per class and row
+  ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
+  AnyNonfinite check = scalar::any_nonfinite;         // likewise
+
+  // Classes and slots for rows of `pixels` output pixels, output pixel o
+  // of tap column r < taps reading column r*dilation + o*step.
+  void set_columns(int64_t taps, int64_t dilation, int64_t pixels);
+  // Floats from a row's start to the first slot of tap column r.
+  int64_t column_offset(int64_t r) const { return tap_slot[static_cast<size_t>(r)] * cp; }
+  int64_t row_floats() const { return static_cast<int64_t>(first.size()) * slots * cp; }
+  int64_t blocks() const { return (cg + cp - 1) / cp; }
+  int64_t block_floats() const { return ext[0] * ext[1] * row_floats(); }
+  int64_t image_floats() const { return blocks() * block_floats(); }
+  int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
+  // Source columns converted at a time (copy_plane).
+  static constexpr int64_t kWindow = 256;
+  // Floats of scratch copy_plane needs: two windows, channels-last fp32.
+  int64_t scratch_floats() const { return 2 * kWindow * cp; }
+  // As ImageCopy::copy_plane, with `scratch` (scratch_floats()) its own.
+  void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, float* scratch, bool zero_nonfinite = false,
+                  bool* found = nullptr) const;
+};
+
+// Packs `len` consecutive bf16 elements from src as pairs of neighbours into
+// (len + 1) / 2 slots dst[t * dstride], a zero high half after an odd len:
+// the pixel pairs of the planar 1x1 weight gradient (wgrad_1x1.cpp), which
+// has no NaN/Inf pass to run (every tap is real), so the padding is zero on
+// both operands.
+void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst, int64_t dstride);
 
 // Packs weights for the gather kernel: [blk][tap][red][nr] per group, where
 // the nr columns are `cols` (output channels of the tile) and red the reduced

@@ -29,6 +29,14 @@
 // too small for chunks) copied all of x and dy: a 4 MB workspace for 0.25
 // MB now (fp32; bf16 1 MB, with dy converted once for all tasks), and
 // gradWeight in 0.81x the time.
+//
+// bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) stay
+// bf16: the dy rows and the x panels hold pairs of neighbouring pixels of a
+// run (pack_pixel_pairs, common.hpp), so each kernel step multiplies a pair
+// and a run is half as many steps; an odd run (the last chunk of an odd
+// image) ends in a pair padded with zero on both operands. dy is then always
+// copied: read in place, an odd run's last pair would take its high half
+// from the next run, or from past the end of the tensor.
 #include <algorithm>
 #include <memory>
 
@@ -54,11 +62,14 @@ class Wgrad1x1Kernel final : public OpKernel {
  public:
   Wgrad1x1Kernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(std::max(ctx.threads, 1)) {
     const Geometry& g = op.geo;
-    kern_ = kernels_for(ctx.isa).gemm.gather;
-    mr_ = kernels_for(ctx.isa).gemm.mr;
-    nr_ = kernels_for(ctx.isa).gemm.nr;
-    convert_ = kernels_for(ctx.isa).to_channels_last;
-    store_ = kernels_for(ctx.isa).store_row;
+    const KernelConfig& cfg = kernels_for(ctx.isa);
+    pairs_ = bf16_pairs(op, cfg);
+    const GemmKernels& family = pairs_ ? cfg.bf16 : cfg.gemm;
+    kern_ = family.gather;
+    mr_ = family.mr;
+    nr_ = family.nr;
+    convert_ = cfg.to_channels_last;
+    store_ = cfg.store_row;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -76,6 +87,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     one_pass_ = pixels_ <= kChunk && n_ <= kMaxRuns && n_ * pixels_ <= kOnePassSteps;
     run_len_ = one_pass_ ? pixels_ : kChunk;
     runs_ = one_pass_ ? n_ : 1;
+    run_floats_ = pairs_ ? (run_len_ + 1) / 2 : run_len_;
     // Two tasks per thread when there are enough k-tiles (c-blocks): each
     // task reads its dy rows once and packs every x chunk (of its c-blocks)
     // once.
@@ -84,15 +96,16 @@ class Wgrad1x1Kernel final : public OpKernel {
     acc_floats_ = one_pass_ ? 0 : round_up(groups_ * kt_ * cb_ * mr_ * nr_, kAlignFloats);
     // Converted dy rows: the task's k-tiles, or (splitting c) one group's.
     const int64_t rows_per_task = (split_c_ ? kt_ : ceil_div(groups_ * kt_, tasks_)) * mr_;
-    panel_floats_ = round_up(runs_ * run_len_ * nr_, kAlignFloats);
+    panel_floats_ = round_up(runs_ * run_floats_ * nr_, kAlignFloats);
     nb_ = one_pass_ ? std::clamp<int64_t>(kPanelSetFloats / panel_floats_, 1, cb_) : 1;
     // In one pass, converted dy rows are made once for all tasks (each
     // would otherwise convert all of its group's rows, the whole dy when
     // tasks split c-blocks); chunks convert per task, chunk by chunk.
     shared_rows_ = one_pass_ && !direct_;
-    shared_rows_floats_ = shared_rows_ ? round_up(groups_ * kt_ * mr_ * runs_ * run_len_, kAlignFloats) : 0;
+    shared_rows_floats_ = shared_rows_ ? round_up(groups_ * kt_ * mr_ * runs_ * run_floats_, kAlignFloats) : 0;
     const bool own_rows = !direct_ && !shared_rows_;
-    scratch_floats_ = round_up(nb_ * panel_floats_ + (own_rows ? rows_per_task * runs_ * run_len_ : 0), kAlignFloats);
+    scratch_floats_ =
+        round_up(nb_ * panel_floats_ + (own_rows ? rows_per_task * runs_ * run_floats_ : 0), kAlignFloats);
   }
 
   bool one_pass() const { return one_pass_; }
@@ -106,7 +119,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     float* const scratch = shared_rows + shared_rows_floats_;
     if (shared_rows_)
       pool.parallel_for(groups_ * kt_, threads_, [&](int64_t u, int) {
-        convert_rows(args, u, u + 1, 0, 0, pixels_, shared_rows + u * mr_ * runs_ * run_len_);
+        convert_rows(args, u, u + 1, 0, 0, pixels_, shared_rows + u * mr_ * runs_ * run_floats_);
       });
     pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
       compute(args, acc, shared_rows, scratch + thread * scratch_floats_, t);
@@ -129,7 +142,8 @@ class Wgrad1x1Kernel final : public OpKernel {
   static constexpr int64_t kPanelSetFloats = 32 * 1024;
 
   // Converts the dy rows of units [u0, u1) for the runs of the pass at
-  // image n0, pixel p0 (len pixels each) into rows [unit - u0][6][run][run_len_].
+  // image n0, pixel p0 (len pixels each) into rows [unit - u0][mr][run][run_floats_]
+  // (fp32, or bf16 pixel pairs).
   void convert_rows(const OpArgs& args, int64_t u0, int64_t u1, int64_t n0, int64_t p0, int64_t len,
                     float* rows) const {
     const View& a = op_.a;
@@ -138,10 +152,14 @@ class Wgrad1x1Kernel final : public OpKernel {
         const int64_t k = std::min((u % kt_) * mr_ + i, k_ - 1);  // rows past K repeat a real row
         for (int64_t r = 0; r < runs_; ++r) {
           const int64_t src = a.offset + (n0 + r) * a.strides[0] + ((u / kt_) * k_ + k) * a.strides[1] + p0;
+          float* const dst = rows + (((u - u0) * mr_ + i) * runs_ + r) * run_floats_;
+          if (pairs_) {
+            pack_pixel_pairs(static_cast<const uint16_t*>(args.a) + src, len, reinterpret_cast<uint32_t*>(dst), 1);
+            continue;
+          }
           // One "pixel" of len unit-stride "channels": the converter's
           // plain vector copy (its pixel stride is unused for one pixel).
-          convert_(args.a, a.dtype, op_.rounding, src, 1, kChunk, len, 1,
-                   rows + (((u - u0) * mr_ + i) * runs_ + r) * run_len_, kChunk);
+          convert_(args.a, a.dtype, op_.rounding, src, 1, kChunk, len, 1, dst, kChunk);
         }
       }
   }
@@ -159,7 +177,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     // Converted dy rows [unit - rows_lo][6][run][run_len_]: shared, or this task's.
     float* const own_rows = scratch + nb_ * panel_floats_;
     const float* const rows = shared_rows_ ? shared_rows : own_rows;
-    const int64_t row_floats = runs_ * run_len_;
+    const int64_t row_floats = runs_ * run_floats_;
     // Run r of a pass is image n0 + r, pixels [p0, p0 + len): the A rows
     // (dy, in place or converted) and the x panel are r runs further on.
     int64_t a_off[kMaxRuns], b_off[kMaxRuns], lens[kMaxRuns];
@@ -175,16 +193,25 @@ class Wgrad1x1Kernel final : public OpKernel {
       for (int64_t p0 = 0; p0 < pixels_; p0 += run_len_) {
         const int64_t len = std::min(run_len_, pixels_ - p0);
         for (int64_t r = 0; r < runs_; ++r) {
-          a_off[r] = direct_ ? r * a.strides[0] : r * run_len_;
-          b_off[r] = r * run_len_ * nr_;
-          lens[r] = len;
+          a_off[r] = direct_ ? r * a.strides[0] : r * run_floats_;
+          b_off[r] = r * run_floats_ * nr_;
+          lens[r] = pairs_ ? (len + 1) / 2 : len;
         }
         ka.accumulate = !one_pass_ && !(n0 == 0 && p0 == 0);
-        // x panel [run][p][16] of channels cb*16.. of group g; zero past C.
+        // x panel [run][step][nr] of channels cb*nr.. of group g; zero past C.
         auto pack_panel = [&](int64_t g, int64_t cb, int64_t slot) {
           const int64_t nc = std::min<int64_t>(nr_, c_ - cb * nr_);
           for (int64_t r = 0; r < runs_; ++r) {
             float* const out = panel + slot * panel_floats_ + b_off[r];
+            if (pairs_) {
+              uint32_t* const o32 = reinterpret_cast<uint32_t*>(out);
+              const uint16_t* const src = static_cast<const uint16_t*>(args.b) + b.offset + (n0 + r) * b.strides[0] +
+                                          (g * c_ + cb * nr_) * b.strides[1] + p0;
+              for (int64_t j = 0; j < nc; ++j) pack_pixel_pairs(src + j * b.strides[1], len, o32 + j, nr_);
+              if (nc < nr_)
+                for (int64_t t = 0; t < lens[r]; ++t) std::fill(o32 + t * nr_ + nc, o32 + (t + 1) * nr_, 0u);
+              continue;
+            }
             convert_(args.b, b.dtype, op_.rounding,
                      b.offset + (n0 + r) * b.strides[0] + (g * c_ + cb * nr_) * b.strides[1] + p0, b.strides[1], 1,
                      nc, len, out, nr_);
@@ -273,9 +300,11 @@ class Wgrad1x1Kernel final : public OpKernel {
   StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, pixels_ = 0, kt_ = 0, cb_ = 0, tasks_ = 1;
   int64_t run_len_ = 0, runs_ = 1;  // pixels per run (chunk, or image) and runs per pass
+  int64_t run_floats_ = 0;          // floats per run in the dy rows and x panels (pairs: half)
   int64_t nb_ = 1;                  // c-block panels packed at a time
   int64_t acc_floats_ = 0, shared_rows_floats_ = 0, panel_floats_ = 0, scratch_floats_ = 0;
   bool direct_ = false;
+  bool pairs_ = false;  // bf16 pair kernels (kernels/gemm.hpp)
   bool one_pass_ = false;
   bool shared_rows_ = false;  // converted dy rows made once, before the tasks
   bool split_c_ = false;  // tasks own c-blocks (x has more channels than dy)

@@ -12,6 +12,13 @@
 // computes it, and tasks own disjoint sets of tiles: the bits do not depend
 // on the thread count. Padding is stored zeros, so border products cost a
 // little arithmetic and no branches.
+//
+// bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) stay
+// bf16: dy and x are copied as pairs of the elements that output pixels 2t
+// and 2t+1 of a row read (PixelPairCopy, common.hpp), and each kernel step
+// multiplies a pair, so a run (an image row) is half as many steps, the last
+// one padded with a zero in dy when the row is odd. The order of the terms is
+// the same fixed (n, row, pixel) order.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -28,10 +35,16 @@ class WgradKernel final : public OpKernel {
   WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
     const Geometry& g = op.geo;
     sp_ = space_of(g);
-    kern_ = kernels_for(ctx.isa).gemm.strided;
-    mr_ = kernels_for(ctx.isa).gemm.mr;
-    nr_ = kernels_for(ctx.isa).gemm.nr;
-    store_ = kernels_for(ctx.isa).store_row;
+    const KernelConfig& cfg = kernels_for(ctx.isa);
+    // Rows of one output pixel would be all padding: half the pair
+    // arithmetic wasted, and nothing gained over fp32. (bf16_pairs asks for
+    // the gather kernel; this path runs the strided one.)
+    pairs_ = bf16_pairs(op, cfg) && cfg.bf16.strided != nullptr && sp_.y[2] > 1;
+    const GemmKernels& family = pairs_ ? cfg.bf16 : cfg.gemm;
+    kern_ = family.strided;
+    mr_ = family.mr;
+    nr_ = family.nr;
+    store_ = cfg.store_row;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -59,20 +72,32 @@ class WgradKernel final : public OpKernel {
       x_.lo[d] = sp_.pb[d];
       x_.ext[d] = (sp_.y[d] - 1) * sp_.s[d] + (sp_.k[d] - 1) * sp_.d[d] + 1;
     }
+    // Where runs start and step (build_runs): a row of dy, a row of x, the
+    // first element of a tap column in an x row, the kernel's A and B steps.
+    if (pairs_) {
+      set_pair_copies(g);
+    } else {
+      dy_row_ = sp_.y[2] * dy_.cp;
+      x_row_ = x_.ext[2] * x_.cp;
+      for (int64_t r = 0; r < sp_.k[2]; ++r) x_col_.push_back(r * sp_.d[2] * x_.cp);
+      as_ = dy_.cp;
+      bs_ = sp_.s[2] * x_.cp;
+      row_steps_ = sp_.y[2];
+    }
     kt_ = ceil_div(k_, mr_);
     ct_ = ceil_div(c_, nr_);
     tiles_ = groups_ * sp_.taps() * ct_ * kt_;
     // Rows per chunk: ~512 reduction steps, so a tile's 24 accumulator loads
     // and stores are noise against its FMAs, while the chunk's rows of dy and
     // x stay in L2 for all the tiles of a task.
-    rows_per_chunk_ = std::clamp<int64_t>(ceil_div(chunk_steps(kChunkSteps), sp_.y[2]), 1, kMaxRuns);
+    rows_per_chunk_ = std::clamp<int64_t>(ceil_div(chunk_steps(kChunkSteps), row_steps_), 1, kMaxRuns);
     // Two tasks per thread: some slack against a busy neighbour; each task
     // streams the whole chunk, so more tasks would cost L2 bandwidth.
     tasks_ = std::min<int64_t>(tiles_, 2 * std::max(threads_, 1));
 
     // Slack after the dy copy: the strided kernel reads 6 channels from the
     // last tile's first channel, which may run past the last pixel.
-    image_floats_ = round_up(groups_ * (dy_.image_floats() + x_.image_floats()), kAlignFloats);
+    image_floats_ = round_up(groups_ * (dy_image() + x_image()), kAlignFloats);
     const int64_t budget = workspace_budget(op, ctx) / static_cast<int64_t>(sizeof(float));
     // One pass: when the whole reduction (every image's rows) is short and
     // its copies fit at once, each tile's sum is one kernel call, stored
@@ -82,6 +107,10 @@ class WgradKernel final : public OpKernel {
     // and a round trip through L3 per chunk.
     const int64_t rows_all = n_ * sp_.y[0] * sp_.y[1];
     acc_floats_ = round_up(std::max(threads_, 1) * mr_ * nr_, kAlignFloats);
+    // The pair copies' per-thread window (PixelPairCopy::copy_plane).
+    scratch_floats_ = pairs_ ? std::max(threads_, 1) * round_up(std::max(dyp_.scratch_floats(), xp_.scratch_floats()),
+                                                                  kAlignFloats)
+                             : 0;
     const Checked tile_buffer = (Checked(tiles_) * (mr_ * nr_)).rounded_up(kAlignFloats);
     if (!tile_buffer.ok()) {
       *why = "the weight gradient's tile buffer overflows 64 bits";
@@ -93,10 +122,10 @@ class WgradKernel final : public OpKernel {
     // tile buffer they replace (DeepLab's 512->512: two images, 7 MB of
     // copies, 9.4 MB of tiles), so that one pass never asks for more.
     const bool copies_fit =
-        batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels()) == n_ ||
+        batch_limit(n_, budget, acc_floats_ + kAlignFloats + scratch_floats_, image_floats_, sp_.y_pixels()) == n_ ||
         (all_copies.ok() && all_copies.value() <= tile_buffer.value() &&
-         all_copies.value() <= budget - acc_floats_ - kAlignFloats);
-    one_pass_ = rows_all <= kMaxRuns && rows_all * sp_.y[2] <= chunk_steps(kOnePassSteps) && copies_fit;
+         all_copies.value() <= budget - acc_floats_ - kAlignFloats - scratch_floats_);
+    one_pass_ = rows_all <= kMaxRuns && rows_all * row_steps_ <= chunk_steps(kOnePassSteps) && copies_fit;
     if (one_pass_) rows_per_chunk_ = rows_all;
     else acc_floats_ = tile_buffer.value();
     // Chunked, the tiles rest in the buffer across batches, so a smaller
@@ -107,7 +136,8 @@ class WgradKernel final : public OpKernel {
     // within noise, for half the workspace (DCGAN 3.99 -> 2.27 MB, WaveNet
     // 4.19 -> 2.11 MB).
     batch_ = one_pass_ ? n_
-                       : batch_limit(n_, budget, acc_floats_ + kAlignFloats, image_floats_, sp_.y_pixels(),
+                       : batch_limit(n_, budget, acc_floats_ + kAlignFloats + scratch_floats_, image_floats_,
+                                     sp_.y_pixels(),
                                      kBatchFloats / 2);
     if (batch_ < 1) {
       *why = "one image's channels-last copies do not fit the workspace budget";
@@ -117,28 +147,35 @@ class WgradKernel final : public OpKernel {
 
   bool ok() const { return ok_; }
   size_t workspace_bytes() const override {
-    return static_cast<size_t>(acc_floats_ + batch_ * image_floats_ + kAlignFloats) * sizeof(float);
+    return static_cast<size_t>(acc_floats_ + scratch_floats_ + batch_ * image_floats_ + kAlignFloats) * sizeof(float);
   }
 
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const acc = reinterpret_cast<float*>(args.workspace);
-    float* const xs = acc + acc_floats_;  // batch_ x-copies
-    float* const dys = xs + batch_ * groups_ * x_.image_floats();
+    float* const scratch = acc + acc_floats_;    // per thread: the pair copies' window
+    float* const xs = scratch + scratch_floats_;  // batch_ x-copies
+    float* const dys = xs + batch_ * groups_ * x_image();
     NonfiniteSeen seen;
     for (int64_t n0 = 0; n0 < n_; n0 += batch_) {
       const int64_t nb = std::min(batch_, n_ - n0);
-      const int64_t xplanes = x_.planes(), yplanes = dy_.planes();
-      float* const dy_end = dys + nb * groups_ * dy_.image_floats();
+      const int64_t xplanes = pairs_ ? xp_.planes() : x_.planes(), yplanes = pairs_ ? dyp_.planes() : dy_.planes();
+      float* const dy_end = dys + nb * groups_ * dy_image();
       std::fill(dy_end, dy_end + kAlignFloats, 0.0f);
-      pool.parallel_for(nb * (xplanes + yplanes), threads_, [&](int64_t t, int) {
+      pool.parallel_for(nb * (xplanes + yplanes), threads_, [&](int64_t t, int thread) {
         const int64_t i = t / (xplanes + yplanes), pl = t % (xplanes + yplanes);
         bool nonfinite = false;
         bool* const check = args.found ? &nonfinite : nullptr;
-        if (pl < xplanes)
-          x_.copy_plane(args.b, n0 + i, pl, xs + i * groups_ * x_.image_floats(), args.zero_nonfinite, check);
+        float* const x_dst = xs + i * groups_ * x_image();
+        float* const dy_dst = dys + i * groups_ * dy_image();
+        float* const window = scratch + thread * (scratch_floats_ / std::max(threads_, 1));
+        if (pl < xplanes && pairs_)
+          xp_.copy_plane(args.b, n0 + i, pl, x_dst, window, args.zero_nonfinite, check);
+        else if (pl < xplanes)
+          x_.copy_plane(args.b, n0 + i, pl, x_dst, args.zero_nonfinite, check);
+        else if (pairs_)
+          dyp_.copy_plane(args.a, n0 + i, pl - xplanes, dy_dst, window, args.zero_nonfinite, check);
         else
-          dy_.copy_plane(args.a, n0 + i, pl - xplanes, dys + i * groups_ * dy_.image_floats(),
-                         args.zero_nonfinite, check);
+          dy_.copy_plane(args.a, n0 + i, pl - xplanes, dy_dst, args.zero_nonfinite, check);
         seen.add(nonfinite && pl >= xplanes, nonfinite && pl < xplanes);
       });
       if (one_pass_)
@@ -195,8 +232,8 @@ class WgradKernel final : public OpKernel {
     const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
     int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
     MicroArgs ka;
-    ka.as = mr_;
-    ka.bs = sp_.s[2] * nr_;
+    ka.as = as_;
+    ka.bs = bs_;
     ka.a_off = a_off;
     ka.b_off = b_off;
     ka.len = len;
@@ -210,8 +247,8 @@ class WgradKernel final : public OpKernel {
           ka.runs = build_runs(row0, rows, g, tap, a_off, b_off, len);
           built_for = gr;
         }
-        ka.a[0] = dys + kt * dy_.block_floats();
-        ka.b = xs + cb * x_.block_floats();
+        ka.a[0] = dys + kt * (pairs_ ? dyp_.block_floats() : dy_.block_floats());
+        ka.b = xs + cb * (pairs_ ? xp_.block_floats() : x_.block_floats());
         ka.acc = dst ? acc : acc + tl * mr_ * nr_;
         ka.accumulate = !(first_batch && row0 == 0);
         kern_(ka);
@@ -227,25 +264,57 @@ class WgradKernel final : public OpKernel {
                      int64_t* len) const {
     const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
     const int64_t ys = sp_.y[0] * sp_.y[1];
-    const int64_t as = dy_.cp, bs = sp_.s[2] * x_.cp;
+    const int64_t dy_img = dy_image(), x_img = x_image();
     int64_t runs = 0;
     for (int64_t row = row0; row < row0 + rows; ++row) {
       const int64_t i = row / ys, o01 = row % ys, o0 = o01 / sp_.y[1], o1 = o01 % sp_.y[1];
-      const int64_t a = (i * groups_ + g) * dy_.image_floats() + (o0 * sp_.y[1] + o1) * sp_.y[2] * dy_.cp;
-      const int64_t b = (i * groups_ + g) * x_.image_floats() +
-                        (((o0 * sp_.s[0] + r0 * sp_.d[0]) * x_.ext[1] + o1 * sp_.s[1] + r1 * sp_.d[1]) * x_.ext[2] +
-                         r2 * sp_.d[2]) *
-                            x_.cp;
-      if (runs > 0 && a == a_off[runs - 1] + len[runs - 1] * as && b == b_off[runs - 1] + len[runs - 1] * bs) {
-        len[runs - 1] += sp_.y[2];
+      const int64_t a = (i * groups_ + g) * dy_img + (o0 * sp_.y[1] + o1) * dy_row_;
+      const int64_t b = (i * groups_ + g) * x_img +
+                        ((o0 * sp_.s[0] + r0 * sp_.d[0]) * x_.ext[1] + o1 * sp_.s[1] + r1 * sp_.d[1]) * x_row_ +
+                        x_col_[static_cast<size_t>(r2)];
+      if (runs > 0 && a == a_off[runs - 1] + len[runs - 1] * as_ && b == b_off[runs - 1] + len[runs - 1] * bs_) {
+        len[runs - 1] += row_steps_;
         continue;
       }
       a_off[runs] = a;
       b_off[runs] = b;
-      len[runs] = sp_.y[2];
+      len[runs] = row_steps_;
       ++runs;
     }
     return runs;
+  }
+
+  int64_t dy_image() const { return pairs_ ? dyp_.image_floats() : dy_.image_floats(); }
+  int64_t x_image() const { return pairs_ ? xp_.image_floats() : x_.image_floats(); }
+
+  // The pair copies (bf16 pair kernels), with the extents of the fp32 ones:
+  // dy as pairs of neighbouring pixels (8 channels a block on the AVX512_BF16
+  // kernel's 8x32 tile), x as pairs s columns apart, classed by tap column.
+  void set_pair_copies(const Geometry& g) {
+    dyp_.v = dy_.v;
+    dyp_.spatial = xp_.spatial = g.spatial;
+    dyp_.groups = xp_.groups = g.groups;
+    dyp_.cg = dy_.cg;
+    dyp_.cp = dy_.cp;
+    dyp_.src = dyp_.ext = dy_.src;
+    dyp_.step = 1;
+    dyp_.convert = xp_.convert = dy_.convert;
+    dyp_.check = xp_.check = dy_.check;
+    dyp_.set_columns(1, 1, sp_.y[2]);
+    xp_.v = x_.v;
+    xp_.cg = x_.cg;
+    xp_.cp = x_.cp;
+    xp_.src = x_.src;
+    xp_.ext = x_.ext;
+    xp_.lo = x_.lo;
+    xp_.step = sp_.s[2];
+    xp_.set_columns(sp_.k[2], sp_.d[2], sp_.y[2]);
+    dy_row_ = dyp_.row_floats();
+    x_row_ = xp_.row_floats();
+    for (int64_t r = 0; r < sp_.k[2]; ++r) x_col_.push_back(xp_.column_offset(r));
+    as_ = dyp_.cp;
+    bs_ = xp_.cp;
+    row_steps_ = dyp_.slots;
   }
 
   // Stores the fp32 tile of tile index tl into the weight gradient.
@@ -273,8 +342,14 @@ class WgradKernel final : public OpKernel {
   int mr_ = 0, nr_ = 0;  // the kernel's tile (kernel config)
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0;
   ImageCopy dy_, x_;
+  bool pairs_ = false;  // bf16 pair kernels: the copies are dyp_ and xp_
+  PixelPairCopy dyp_, xp_;
+  // Floats per stored row of dy and x, to each tap column's first element in
+  // an x row, per kernel step in dy (A) and x (B), and steps per output row.
+  int64_t dy_row_ = 0, x_row_ = 0, as_ = 1, bs_ = 1, row_steps_ = 1;
+  std::vector<int64_t> x_col_;
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
-  int64_t acc_floats_ = 0, image_floats_ = 0, batch_ = 0;
+  int64_t acc_floats_ = 0, scratch_floats_ = 0, image_floats_ = 0, batch_ = 0;
   bool ok_ = true;
   bool one_pass_ = false;
 };
