@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "convbwd/convbwd.hpp"
+#include "problem/spec.hpp"
 
 namespace convbwd::detail::CONVBWD_AVX512_NS {
 
