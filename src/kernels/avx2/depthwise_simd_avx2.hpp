@@ -137,17 +137,11 @@ struct VecAvx2 {
   // Orders the non-temporal stores before the task's completion is published.
   static void store_fence() { _mm_sfence(); }
 
-  static R from_f16(const uint16_t* p) {
-    return avx2::f16x8_to_float(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static R from_bf16(const uint16_t* p) {
-    return avx2::bf16x8_to_float(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
   static R from(const void* base, DataType dt, int64_t i) {
     switch (dt) {
-      case DataType::f16: return from_f16(static_cast<const uint16_t*>(base) + i);
-      case DataType::bf16: return from_bf16(static_cast<const uint16_t*>(base) + i);
-      default: return load(static_cast<const float*>(base) + i);
+      case DataType::f16: return avx2::load8<DataType::f16>(base, i);
+      case DataType::bf16: return avx2::load8<DataType::bf16>(base, i);
+      default: return avx2::load8<DataType::f32>(base, i);
     }
   }
 
@@ -161,12 +155,10 @@ struct VecAvx2 {
     }
   }
 
-  static R round_hf32(R v) { return avx2::round_to_hf32x8(v); }
-  static R round_fp16(R v) { return avx2::round_to_fp16x8(v); }
   static R round(R v, OperandRounding r) {
     switch (r) {
-      case OperandRounding::hf32: return round_hf32(v);
-      case OperandRounding::fp16: return round_fp16(v);
+      case OperandRounding::hf32: return avx2::round8<OperandRounding::hf32>(v);
+      case OperandRounding::fp16: return avx2::round8<OperandRounding::fp16>(v);
       default: return v;
     }
   }
