@@ -1,10 +1,9 @@
 // The channels-last converter (ToChannelsLast, kernels/gemm.hpp), written
 // once over a vector tier's traits V and instantiated by
 // src/kernels/<isa>/to_channels_last_<isa>.cpp; the portable converter
-// (scalar/) handles every other layout and shares only the dtype and rounding
-// dispatch. Include only from those files: everything here is in an unnamed
-// namespace, so no copy compiled with one tier's flags can be linked into a
-// caller of another.
+// (scalar/) handles every other layout. Include only from those files:
+// everything here is in an unnamed namespace, so no copy compiled with one
+// tier's flags can be linked into a caller of another.
 //
 // What V provides (W lanes of fp32 in an R):
 //   zero(); load<T>(base, i): W elements of dtype T at base[i..] as fp32;
@@ -18,31 +17,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/format_dispatch.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/tier_kernels.hpp"
 
 namespace convbwd::detail {
 namespace {
-
-// Calls f.template operator()<T, Rn>() for the run-time dtype and rounding,
-// so that a converter's inner loops see both as constants. The 8-bit formats
-// are declined at plan time: nothing is called for them.
-template <class F>
-void with_format(DataType dt, OperandRounding r, F&& f) {
-  const auto rounded = [&]<DataType T>() {
-    switch (r) {
-      case OperandRounding::none: f.template operator()<T, OperandRounding::none>(); return;
-      case OperandRounding::hf32: f.template operator()<T, OperandRounding::hf32>(); return;
-      case OperandRounding::fp16: f.template operator()<T, OperandRounding::fp16>(); return;
-    }
-  };
-  switch (dt) {
-    case DataType::f32: rounded.template operator()<DataType::f32>(); return;
-    case DataType::bf16: rounded.template operator()<DataType::bf16>(); return;
-    case DataType::f16: rounded.template operator()<DataType::f16>(); return;
-    default: return;
-  }
-}
 
 template <class V>
 struct ChannelsLastKernel {
@@ -102,7 +82,7 @@ struct ChannelsLastKernel {
 
   static void run(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws, int64_t nc,
                   int64_t nw, float* dst, int64_t pitch) {
-    with_format(dt, r, [&]<DataType T, OperandRounding Rn>() { convert<T, Rn>(src, s0, cs, ws, nc, nw, dst, pitch); });
+    dispatch(dt, r, [&]<DataType T, OperandRounding Rn>() { convert<T, Rn>(src, s0, cs, ws, nc, nw, dst, pitch); });
   }
 };
 

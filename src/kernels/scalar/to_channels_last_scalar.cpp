@@ -4,7 +4,8 @@
 // their 16 source lines in L1 while the pixels walk through them.
 #include <algorithm>
 
-#include "kernels/to_channels_last_kernel.hpp"
+#include "kernels/format_dispatch.hpp"
+#include "kernels/tier_kernels.hpp"
 #include "numeric/float_formats.hpp"
 
 namespace convbwd::detail {
@@ -34,7 +35,7 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
 
 void scalar::to_channels_last(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
                              int64_t nc, int64_t nw, float* dst, int64_t pitch) {
-  with_format(dt, r, [&]<DataType T, OperandRounding R>() { convert<T, R>(src, s0, cs, ws, nc, nw, dst, pitch); });
+  dispatch(dt, r, [&]<DataType T, OperandRounding R>() { convert<T, R>(src, s0, cs, ws, nc, nw, dst, pitch); });
 }
 
 }  // namespace convbwd::detail
