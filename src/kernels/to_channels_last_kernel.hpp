@@ -70,7 +70,8 @@ struct ChannelsLastKernel {
       for (int64_t w = 0; w < nw; ++w) {
         const int64_t s = s0 + w * ws;
         float* o = dst + w * pitch;
-        for (int64_t c0 = 0; c0 < full; c0 += W) V::store(o + c0, V::template round<Rn>(V::template load<T>(src, s + c0)));
+        for (int64_t c0 = 0; c0 < full; c0 += W)
+          V::store(o + c0, V::template round<Rn>(V::template load<T>(src, s + c0)));
         if (full < nc)
           V::store_partial(o + full, V::template round<Rn>(V::template load_partial<T>(src, s + full, nc - full)),
                            nc - full);
