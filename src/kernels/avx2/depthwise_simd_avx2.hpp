@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_view_rows.hpp"
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
 #include "kernels/avx2/transpose8_avx2.hpp"
@@ -163,24 +164,11 @@ struct VecAvx2 {
     }
   }
 
-  // n contiguous elements base[off..off+n) as fp32, rounded.
+  // The first n (< 8) lanes of v at p, nothing past them.
+  static void store_partial(float* p, R v, int64_t n) { avx2::store_partial(p, v, n); }
+
   static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
-    int64_t i = 0;
-    if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
-      dw_load_row_generic(base, dt, off, 1, n, rnd, out);
-      return;
-    }
-    for (; i + W <= n; i += W) store(out + i, round(from(base, dt, off + i), rnd));
-    if (i < n) {
-      // The tail through a zero-padded copy: never reads past the row.
-      const size_t es = size_of(dt);
-      alignas(32) unsigned char in[32] = {};
-      alignas(32) float res[8];
-      std::memcpy(in, static_cast<const unsigned char*>(base) + static_cast<size_t>(off + i) * es,
-                  static_cast<size_t>(n - i) * es);
-      store(res, round(from(in, dt, 0), rnd));
-      std::memcpy(out + i, res, static_cast<size_t>(n - i) * sizeof(float));
-    }
+    dw_vector_load_row<VecAvx2>(base, dt, off, n, rnd, out);
   }
 
   // Rounds n fp32 values once into dt, stored contiguously at base[off..).

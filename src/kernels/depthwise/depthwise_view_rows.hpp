@@ -1,8 +1,10 @@
 // The row loads, stores and prefetches both depthwise kernel families
 // (depthwise_kernel.hpp, depthwise_cl_kernel.hpp) make through a DwView, over
 // the tier's vector type V: contiguous rows (and single elements) through V's
-// vector loaders, strided ones through the portable helpers. Include only from those headers;
-// in an unnamed namespace, as they are (compiled with every tier's flags).
+// vector loaders, strided ones through the portable helpers; and the
+// contiguous row load of the vector types themselves. Include only from those
+// headers and the tiers' vector types (depthwise_simd_<isa>.hpp); in an
+// unnamed namespace, as they are (compiled with every tier's flags).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,22 @@
 
 namespace convbwd::detail {
 namespace {
+
+// n contiguous elements base[off..off+n) of dtype dt as fp32, rounded: the
+// load_row of the vector types (VecAvx2, VecAvx512). Whole vectors, then the
+// tail as one partial vector (V::from_partial and V::store_partial touch
+// nothing past the row); 8-bit dtypes through the portable helper.
+template <class V>
+inline void dw_vector_load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd,
+                               float* out) {
+  if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
+    dw_load_row_generic(base, dt, off, 1, n, rnd, out);
+    return;
+  }
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(out + i, V::round(V::from(base, dt, off + i), rnd));
+  if (i < n) V::store_partial(out + i, V::round(V::from_partial(base, dt, off + i, n - i), rnd), n - i);
+}
 
 template <class V>
 struct DwViewRows {
