@@ -1,8 +1,8 @@
 // How the fast paths read operands: element loads by dtype, cubeMathType
-// operand rounding, both as compile-time parameters of the conversion loops,
-// strides of a view made three spatial dims deep, and the workspace budget
-// of issue 4. Shared by the GEMM and small-channel paths, which each had
-// their own copy.
+// operand rounding, both as compile-time parameters of the conversion loops
+// (dispatch: kernels/format_dispatch.hpp), strides of a view made three
+// spatial dims deep, and the workspace budget of issue 4. Shared by the GEMM
+// and small-channel paths, which each had their own copy.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "impl/implementation.hpp"
+#include "kernels/format_dispatch.hpp"
 #include "runtime/env.hpp"
 #include "numeric/float_formats.hpp"
 #include "problem/checked.hpp"
@@ -39,26 +40,6 @@ inline float round_operand(float v) {
   if constexpr (R == OperandRounding::hf32) return round_to_hf32(v);
   if constexpr (R == OperandRounding::fp16) return round_to_fp16(v);
   return v;
-}
-
-// Calls f.template operator()<T, R>() with the dtype and rounding as
-// compile-time constants, so the inner loops carry no switches. 8-bit dtypes
-// call nothing: the paths that use this decline them at plan time.
-template <class F>
-void dispatch(DataType t, OperandRounding r, F&& f) {
-  auto with_r = [&]<DataType T>() {
-    switch (r) {
-      case OperandRounding::none: f.template operator()<T, OperandRounding::none>(); return;
-      case OperandRounding::hf32: f.template operator()<T, OperandRounding::hf32>(); return;
-      case OperandRounding::fp16: f.template operator()<T, OperandRounding::fp16>(); return;
-    }
-  };
-  switch (t) {
-    case DataType::f32: with_r.template operator()<DataType::f32>(); return;
-    case DataType::bf16: with_r.template operator()<DataType::bf16>(); return;
-    case DataType::f16: with_r.template operator()<DataType::f16>(); return;
-    default: return;
-  }
 }
 
 // Strides of a [N-or-rows, channels, spatial...] view with spatial dims made

@@ -1,8 +1,9 @@
 // The output row store every fast path ends with: n fp32 values rounded once
 // into an output's dtype (numeric/float_formats.hpp) at base[index],
-// base[index + stride], ... One version per tier (eight or sixteen
-// conversions per instruction, the same bits); kernel_store_row_test holds
-// them to each other.
+// base[index + stride], ... One version per tier, the vector ones from one
+// body at their width (store_row_kernel.hpp: eight or sixteen conversions
+// per instruction, the same bits); kernel_store_row_test holds them to each
+// other.
 #pragma once
 
 #include <cstdint>

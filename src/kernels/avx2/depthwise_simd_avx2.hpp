@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_view_rows.hpp"
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/avx2/float_formats_avx2.hpp"
 #include "kernels/avx2/transpose8_avx2.hpp"
@@ -137,17 +138,11 @@ struct VecAvx2 {
   // Orders the non-temporal stores before the task's completion is published.
   static void store_fence() { _mm_sfence(); }
 
-  static R from_f16(const uint16_t* p) {
-    return avx2::f16x8_to_float(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static R from_bf16(const uint16_t* p) {
-    return avx2::bf16x8_to_float(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
   static R from(const void* base, DataType dt, int64_t i) {
     switch (dt) {
-      case DataType::f16: return from_f16(static_cast<const uint16_t*>(base) + i);
-      case DataType::bf16: return from_bf16(static_cast<const uint16_t*>(base) + i);
-      default: return load(static_cast<const float*>(base) + i);
+      case DataType::f16: return avx2::load8<DataType::f16>(base, i);
+      case DataType::bf16: return avx2::load8<DataType::bf16>(base, i);
+      default: return avx2::load8<DataType::f32>(base, i);
     }
   }
 
@@ -161,34 +156,19 @@ struct VecAvx2 {
     }
   }
 
-  static R round_hf32(R v) { return avx2::round_to_hf32x8(v); }
-  static R round_fp16(R v) { return avx2::round_to_fp16x8(v); }
   static R round(R v, OperandRounding r) {
     switch (r) {
-      case OperandRounding::hf32: return round_hf32(v);
-      case OperandRounding::fp16: return round_fp16(v);
+      case OperandRounding::hf32: return avx2::round8<OperandRounding::hf32>(v);
+      case OperandRounding::fp16: return avx2::round8<OperandRounding::fp16>(v);
       default: return v;
     }
   }
 
-  // n contiguous elements base[off..off+n) as fp32, rounded.
+  // The first n (< 8) lanes of v at p, nothing past them.
+  static void store_partial(float* p, R v, int64_t n) { avx2::store_partial(p, v, n); }
+
   static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
-    int64_t i = 0;
-    if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
-      dw_load_row_generic(base, dt, off, 1, n, rnd, out);
-      return;
-    }
-    for (; i + W <= n; i += W) store(out + i, round(from(base, dt, off + i), rnd));
-    if (i < n) {
-      // The tail through a zero-padded copy: never reads past the row.
-      const size_t es = size_of(dt);
-      alignas(32) unsigned char in[32] = {};
-      alignas(32) float res[8];
-      std::memcpy(in, static_cast<const unsigned char*>(base) + static_cast<size_t>(off + i) * es,
-                  static_cast<size_t>(n - i) * es);
-      store(res, round(from(in, dt, 0), rnd));
-      std::memcpy(out + i, res, static_cast<size_t>(n - i) * sizeof(float));
-    }
+    dw_vector_load_row<VecAvx2>(base, dt, off, n, rnd, out);
   }
 
   // Rounds n fp32 values once into dt, stored contiguously at base[off..).

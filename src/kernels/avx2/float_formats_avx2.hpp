@@ -1,8 +1,9 @@
 // Eight-lane versions of numeric/float_formats.hpp for the AVX2 kernels,
 // with the same bits: bf16/fp16 decode, bf16/fp16 encode (round to nearest
 // even, overflow to Inf, subnormals kept, NaN quieted keeping the top
-// payload bits), and the HF32 and fp16 operand roundings. One copy, shared
-// by the channels-last converter, the row store and the depthwise kernels.
+// payload bits), the HF32 and fp16 operand roundings, and whole and partial
+// loads and stores. One copy, shared by the channels-last converter, the row
+// store and the depthwise kernels.
 // Compiled only into src/kernels/avx2/ sources (AVX2 + FMA + F16C flags).
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 
 #include "convbwd/convbwd.hpp"
+#include "problem/spec.hpp"
 
 namespace convbwd::detail::avx2 {
 
@@ -60,6 +62,30 @@ inline __m256 round_to_hf32x8(__m256 v) {
 // round_to_fp16 through F16C (the encoded NaNs are quiet, so the plain
 // decode gives f16_to_float's bits).
 inline __m256 round_to_fp16x8(__m256 v) { return _mm256_cvtph_ps(float_to_f16x8(v)); }
+
+template <OperandRounding R>
+inline __m256 round8(__m256 v) {
+  if constexpr (R == OperandRounding::hf32)
+    return round_to_hf32x8(v);
+  else if constexpr (R == OperandRounding::fp16)
+    return round_to_fp16x8(v);
+  else
+    return v;
+}
+
+// Eight elements of dtype T (f32, bf16, f16) at base[i..] as fp32.
+template <DataType T>
+inline __m256 load8(const void* base, int64_t i) {
+  if constexpr (T == DataType::f32) {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i));
+    if constexpr (T == DataType::bf16)
+      return bf16x8_to_float(h);
+    else
+      return f16x8_to_float(h);
+  }
+}
 
 // The first n (< 8) elements of dtype T (f32, bf16, f16) at base[i..] as
 // fp32, the other lanes +0; never touches memory past element i + n - 1.

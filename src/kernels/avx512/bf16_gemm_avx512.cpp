@@ -14,54 +14,27 @@
 // of 8 channels) and its packing block.
 #include "kernels/avx512/simd.hpp"
 
-#include <cassert>
-#include <cstdint>
-
-#include "kernels/gemm.hpp"
+#include "kernels/avx512/gemm_kernel_avx512.hpp"
 #include "kernels/tier_kernels.hpp"
 
 namespace convbwd::detail::CONVBWD_AVX512_NS {
 namespace {
 
-template <int MR, int NV, bool Gather>
-void kernel(const MicroArgs& p) {
-  static_assert(MR <= kMaxMr && NV * 16 <= kMaxNr);
-  constexpr int NR = NV * 16;
-  __m512 c[MR][NV];
-  float* const acc = p.acc;
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NV; ++j) c[i][j] = p.accumulate ? _mm512_loadu_ps(acc + i * NR + j * 16) : _mm512_setzero_ps();
-  for (int64_t r = 0; r < p.runs; ++r) {
-    const int64_t len = p.len[r];
-    if (len <= 0) continue;
-    // Pairs are 32-bit words: the addressing is the fp32 kernel's.
-    const float* b = p.b + p.b_off[r];
-    const int64_t bs = Gather ? NR : p.bs;
-    assert(!Gather || p.bs == NR);
-    const float* a[MR];
-    if constexpr (Gather)
-      for (int i = 0; i < MR; ++i) a[i] = p.a[i] + p.a_off[r];
-    const float* as_base = p.a[0] + p.a_off[r];
-    for (int64_t t = 0; t < len; ++t, b += bs) {
-      __m512i bv[NV];
-      for (int j = 0; j < NV; ++j) bv[j] = _mm512_loadu_si512(b + j * 16);
-#pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const float* ap = Gather ? a[i] + t : as_base + t * p.as + i;
-        int32_t pair;
-        __builtin_memcpy(&pair, ap, sizeof pair);
-        const __m512i av = _mm512_set1_epi32(pair);
-        for (int j = 0; j < NV; ++j) c[i][j] = dpbf16(c[i][j], av, bv[j]);
-      }
-    }
+// A bf16 pair is one 32-bit word: the addressing is the fp32 kernel's.
+struct Bf16PairOps {
+  using Vb = __m512i;
+  static Vb load_b(const float* p) { return _mm512_loadu_si512(p); }
+  static Vb bcast(const float* p) {
+    int32_t pair;
+    __builtin_memcpy(&pair, p, sizeof pair);
+    return _mm512_set1_epi32(pair);
   }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + i * NR + j * 16, c[i][j]);
-}
+  static __m512 madd(__m512 c, Vb a, Vb b) { return dpbf16(c, a, b); }
+};
 
 }  // namespace
 
-void bf16_gemm_8x32_gather(const MicroArgs& p) { kernel<8, 2, true>(p); }
-void bf16_gemm_8x32_strided(const MicroArgs& p) { kernel<8, 2, false>(p); }
+void bf16_gemm_8x32_gather(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 8, 2, true>(p); }
+void bf16_gemm_8x32_strided(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 8, 2, false>(p); }
 
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS

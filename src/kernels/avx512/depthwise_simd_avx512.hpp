@@ -12,6 +12,7 @@
 
 #include "kernels/avx512/float_formats_avx512.hpp"
 #include "kernels/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_view_rows.hpp"
 #include "kernels/store_row.hpp"
 #include "kernels/tier_kernels.hpp"
 
@@ -90,15 +91,12 @@ struct VecAvx512 {
     }
   }
 
-  // n contiguous elements base[off..off+n) as fp32, rounded.
+  static R round(R v, OperandRounding r) { return round16(v, r); }
+  // The first n (< 16) lanes of v at p, nothing past them.
+  static void store_partial(float* p, R v, int64_t n) { store_partial16(p, v, n); }
+
   static void load_row(const void* base, DataType dt, int64_t off, int64_t n, OperandRounding rnd, float* out) {
-    if (dt != DataType::f32 && dt != DataType::f16 && dt != DataType::bf16) {
-      dw_load_row_generic(base, dt, off, 1, n, rnd, out);
-      return;
-    }
-    int64_t i = 0;
-    for (; i + W <= n; i += W) store(out + i, round16(from(base, dt, off + i), rnd));
-    if (i < n) store_partial16(out + i, round16(from_partial(base, dt, off + i, n - i), rnd), n - i);
+    dw_vector_load_row<VecAvx512>(base, dt, off, n, rnd, out);
   }
 
   // Rounds n fp32 values once into dt, stored contiguously at base[off..).

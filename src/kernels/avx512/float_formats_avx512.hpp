@@ -5,7 +5,8 @@
 // stores that touch nothing past their elements, and the 16x16 register
 // transpose. Written with what SIMDe 0.7.4 also provides (simd.hpp): it has
 // no 512-bit fp16 conversions and no masked loads or stores, so those go
-// through two 256-bit halves (F16C) or a stack copy. Compiled only into
+// through two 256-bit halves (F16C), simd.hpp's masked loads (a stack copy
+// there) or piecewise stores. Compiled only into
 // src/kernels/avx512/ sources, inside their tier's namespace.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <cstring>
 
 #include "convbwd/convbwd.hpp"
+#include "problem/spec.hpp"
 
 namespace convbwd::detail::CONVBWD_AVX512_NS {
 
@@ -114,31 +116,18 @@ inline __m512 load16(const void* base, int64_t i) {
 }
 
 // The first n (< 16) elements at base[i..] as fp32, the other lanes +0;
-// never touches memory past element i + n - 1. Natively a masked load
-// (masked-off lanes do not fault). The SIMDe build copies to a zero-padded
-// stack buffer instead, because SIMDe's masked loads read the whole vector.
-// (The copy was the native version too, until it showed up as 39% of the
-// 1x1 data gradient's time: the 64-byte load after memcpy's narrower stores
-// cannot be forwarded and stalls.)
+// never touches memory past element i + n - 1 (simd.hpp's masked loads).
 template <DataType T>
 inline __m512 load_partial16(const void* base, int64_t i, int64_t n) {
-#ifdef CONVBWD_EMULATE_AVX512
-  constexpr size_t es = T == DataType::f32 ? 4 : 2;
-  alignas(64) unsigned char buf[64] = {};
-  std::memcpy(buf, static_cast<const unsigned char*>(base) + static_cast<size_t>(i) * es, static_cast<size_t>(n) * es);
-  return load16<T>(buf, 0);
-#else
-  const auto mask = static_cast<__mmask16>((1u << n) - 1u);
   if constexpr (T == DataType::f32) {
-    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
+    return load_first_ps(static_cast<const float*>(base) + i, n);
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i);
+    const __m256i h = load_first_epi16(static_cast<const uint16_t*>(base) + i, n);
     if constexpr (T == DataType::bf16)
       return bf16x16_to_float(h);
     else
       return f16x16_to_float(h);
   }
-#endif
 }
 
 // Stores the first n (0 to 15) lanes of v at p, 8, 4, 2 and 1 at a time:

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "kernels/tier_kernels.hpp"
+#include "kernels/depthwise/depthwise_view_rows.hpp"
 #include "kernels/depthwise/depthwise_cl_plan.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
@@ -29,26 +30,14 @@ namespace convbwd::detail {
 namespace {
 
 template <class V>
-struct DwClKernel {
+struct DwClKernel : DwViewRows<V> {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
   static_assert(W == kDwClLanes);
 
-  static void load_row(const void* base, const DwView& v, int64_t off, int64_t count, OperandRounding rnd,
-                       float* out) {
-    if (v.sw == 1 || count == 1)
-      V::load_row(base, v.dtype, off, count, rnd, out);
-    else
-      dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
-    if (v.zero_nonfinite) zero_nonfinite(out, count);
-  }
-
-  static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
-    if (v.sw == 1 || count == 1)
-      V::store_row(in, count, base, v.dtype, off);
-    else
-      scalar::store_row(in, count, base, v.dtype, off, v.sw);
-  }
+  using DwViewRows<V>::load_row;
+  using DwViewRows<V>::store_row;
+  using DwViewRows<V>::prefetch;
 
   // Elements [0, count) of the rows of nv channels whose first starts at
   // element `first`, channels last into out: count rounded up to 8 pixels of
@@ -91,24 +80,6 @@ struct DwClKernel {
       }
     }
     return p.report_nonfinite && V::any_nonfinite(out, p.ld * p.lh * p.rw * W);
-  }
-
-  // Asks for the planes of channels [ch0, ch0+nv) of image n to be brought
-  // into L2: a task's planes are a few KiB per channel, too short for the
-  // hardware prefetcher to ramp up, so without this every task starts with
-  // its loads (and its output's write-allocate misses) waiting on DRAM.
-  static void prefetch(const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv, int64_t dd_,
-                       int64_t hh, int64_t ww) {
-    if (v.sw != 1) return;
-    const int64_t es = static_cast<int64_t>(size_of(v.dtype));
-    const auto* b = static_cast<const char*>(base);
-    for (int64_t c = 0; c < nv; ++c)
-      for (int64_t d = 0; d < dd_; ++d)
-        for (int64_t h = 0; h < hh; ++h) {
-          const char* r = b + (v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh) * es;
-          for (int64_t i = 0; i < ww * es; i += 64) V::prefetch(r + i);
-          V::prefetch(r + ww * es - 1);
-        }
   }
 
   // Rows [r0, r1) (flattened (d, h)) of channels [ch0, ch0+nv) of image n.

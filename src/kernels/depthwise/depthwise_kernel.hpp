@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "kernels/tier_kernels.hpp"
+#include "kernels/depthwise/depthwise_view_rows.hpp"
 #include "kernels/depthwise/depthwise_plan.hpp"
 
 // Register-blocked loops must be fully unrolled, or the accumulators live in
@@ -48,28 +49,14 @@ inline bool dw_tap_hits(int64_t t, int64_t stride, int64_t limit, int64_t* o) {
 }
 
 template <class V>
-struct DwKernel {
+struct DwKernel : DwViewRows<V> {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
   static constexpr int kMaxBlock = 8;  // accumulators per row block (of 16 ymm; zmm: 32)
 
-  // Loads one row of `count` elements from a view into out (fp32, rounded).
-  static void load_row(const void* base, const DwView& v, int64_t off, int64_t count, OperandRounding rnd,
-                       float* out) {
-    if (count <= 0) return;
-    if (v.sw == 1 || count == 1)
-      V::load_row(base, v.dtype, off, count, rnd, out);
-    else
-      dw_load_row_generic(base, v.dtype, off, v.sw, count, rnd, out);
-    if (v.zero_nonfinite) zero_nonfinite(out, count);
-  }
-
-  static void store_row(const float* in, int64_t count, void* base, const DwView& v, int64_t off) {
-    if (v.sw == 1 || count == 1)
-      V::store_row(in, count, base, v.dtype, off);
-    else
-      scalar::store_row(in, count, base, v.dtype, off, v.sw);
-  }
+  using DwViewRows<V>::load_row;
+  using DwViewRows<V>::store_row;
+  using DwViewRows<V>::prefetch;
 
   // Packs one row of `count` elements into `phases` phase rows of `len`
   // floats: padded column j = m*phases + q (j = i + pad for element i) goes to
@@ -121,24 +108,6 @@ struct DwKernel {
         for (int64_t h = 0; h < p.yh; ++h) {
           const int64_t off = v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh;
           pack_row(base, v, off, p.yw, pad, 1, len, p.rounding, out + ((c * p.yd + d) * p.yh + h) * len, tmp);
-        }
-  }
-
-  // Asks for the rows of channels [ch0, ch0+nch) of image n to be brought
-  // into L2 ahead of use: the next task's planes are fetched while this task
-  // computes, which the hardware prefetcher alone does not do across the
-  // pause. Rows with a stride are left alone.
-  static void prefetch(const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nch, int64_t dd_,
-                       int64_t hh, int64_t ww) {
-    if (v.sw != 1) return;
-    const int64_t es = static_cast<int64_t>(size_of(v.dtype));
-    const auto* b = static_cast<const char*>(base);
-    for (int64_t c = 0; c < nch; ++c)
-      for (int64_t d = 0; d < dd_; ++d)
-        for (int64_t h = 0; h < hh; ++h) {
-          const char* r = b + (v.off + n * v.sn + (ch0 + c) * v.sc + d * v.sd + h * v.sh) * es;
-          for (int64_t i = 0; i < ww * es; i += 64) V::prefetch(r + i);
-          V::prefetch(r + ww * es - 1);
         }
   }
 

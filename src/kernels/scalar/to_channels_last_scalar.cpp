@@ -1,10 +1,11 @@
-// Portable channels-last conversion (see kernels/gemm.hpp). Blocks
-// of 16 channels keep their 16 source lines in L1 while the pixels walk
-// through them.
+// Portable channels-last conversion (see kernels/gemm.hpp), for every
+// layout: the vector tiers (kernels/to_channels_last_kernel.hpp) send it the
+// strides they have no register transpose for. Blocks of 16 channels keep
+// their 16 source lines in L1 while the pixels walk through them.
 #include <algorithm>
 
+#include "kernels/format_dispatch.hpp"
 #include "kernels/tier_kernels.hpp"
-#include "kernels/gemm.hpp"
 #include "numeric/float_formats.hpp"
 
 namespace convbwd::detail {
@@ -30,26 +31,11 @@ void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, in
   }
 }
 
-template <DataType T>
-void with_rounding(OperandRounding r, const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw,
-                   float* dst, int64_t pitch) {
-  switch (r) {
-    case OperandRounding::none: convert<T, OperandRounding::none>(src, s0, cs, ws, nc, nw, dst, pitch); return;
-    case OperandRounding::hf32: convert<T, OperandRounding::hf32>(src, s0, cs, ws, nc, nw, dst, pitch); return;
-    case OperandRounding::fp16: convert<T, OperandRounding::fp16>(src, s0, cs, ws, nc, nw, dst, pitch); return;
-  }
-}
-
 }  // namespace
 
 void scalar::to_channels_last(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
                              int64_t nc, int64_t nw, float* dst, int64_t pitch) {
-  switch (dt) {
-    case DataType::f32: with_rounding<DataType::f32>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
-    case DataType::bf16: with_rounding<DataType::bf16>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
-    case DataType::f16: with_rounding<DataType::f16>(r, src, s0, cs, ws, nc, nw, dst, pitch); return;
-    default: return;  // 8-bit formats are declined at plan time
-  }
+  dispatch(dt, r, [&]<DataType T, OperandRounding R>() { convert<T, R>(src, s0, cs, ws, nc, nw, dst, pitch); });
 }
 
 }  // namespace convbwd::detail

@@ -1,0 +1,91 @@
+// The channels-last converter (ToChannelsLast, kernels/gemm.hpp), written
+// once over a vector tier's traits V and instantiated by
+// src/kernels/<isa>/to_channels_last_<isa>.cpp; the portable converter
+// (scalar/) handles every other layout. Include only from those files:
+// everything here is in an unnamed namespace, so no copy compiled with one
+// tier's flags can be linked into a caller of another.
+//
+// What V provides (W lanes of fp32 in an R):
+//   zero(); load<T>(base, i): W elements of dtype T at base[i..] as fp32;
+//   load_partial<T>(base, i, n): the first n (< W), the other lanes +0, with
+//   nothing read past element i + n - 1; round<Rn>(v): the operand rounding
+//   with numeric/float_formats.hpp's bits; transpose(r): r[i] lane j becomes
+//   r[j] lane i for a W x W block in registers; store(p, v) and
+//   store_partial(p, v, n): W or the first n (< W) lanes, nothing past them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/format_dispatch.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/tier_kernels.hpp"
+
+namespace convbwd::detail {
+namespace {
+
+template <class V>
+struct ChannelsLastKernel {
+  using R = typename V::R;
+  static constexpr int64_t W = V::W;
+
+  template <DataType T, OperandRounding Rn>
+  static void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw, float* dst,
+                      int64_t pitch) {
+    if (ws == 1) {
+      // Groups of up to W channels x W pixels through one register
+      // transpose; a partial group (the 6-channel blocks of the weight
+      // gradient's dy copy, or a channel tail) loads only its own rows and
+      // stores only its own lanes, and a row's last pixels load as a partial
+      // vector and store only their own pixels (rows of 7 pixels, the 7x7
+      // layers, would otherwise go wholly to the portable copy).
+      for (int64_t c0 = 0; c0 < nc; c0 += W) {
+        const int64_t cn = std::min<int64_t>(W, nc - c0);
+        const int64_t s = s0 + c0 * cs;
+        for (int64_t w0 = 0; w0 < nw; w0 += W) {
+          const int64_t wn = std::min<int64_t>(W, nw - w0);
+          R r[W];
+          for (int c = 0; c < W; ++c) {
+            if (c >= cn)
+              r[c] = V::zero();
+            else if (wn == W)
+              r[c] = V::template round<Rn>(V::template load<T>(src, s + c * cs + w0));
+            else
+              r[c] = V::template round<Rn>(V::template load_partial<T>(src, s + c * cs + w0, wn));
+          }
+          V::transpose(r);  // r[w] lane c: pixel w's channels
+          float* o = dst + w0 * pitch + c0;
+          if (cn == W)
+            for (int w = 0; w < wn; ++w) V::store(o + w * pitch, r[w]);
+          else
+            for (int w = 0; w < wn; ++w) V::store_partial(o + w * pitch, r[w], cn);
+        }
+      }
+      return;
+    }
+    if (cs == 1) {
+      // Rows of nc contiguous elements; a tail (the 6-pixel rows of the
+      // small-channel band copy) through a partial load and store.
+      const int64_t full = nc / W * W;
+      for (int64_t w = 0; w < nw; ++w) {
+        const int64_t s = s0 + w * ws;
+        float* o = dst + w * pitch;
+        for (int64_t c0 = 0; c0 < full; c0 += W)
+          V::store(o + c0, V::template round<Rn>(V::template load<T>(src, s + c0)));
+        if (full < nc)
+          V::store_partial(o + full, V::template round<Rn>(V::template load_partial<T>(src, s + full, nc - full)),
+                           nc - full);
+      }
+      return;
+    }
+    scalar::to_channels_last(src, T, Rn, s0, cs, ws, nc, nw, dst, pitch);
+  }
+
+  static void run(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws, int64_t nc,
+                  int64_t nw, float* dst, int64_t pitch) {
+    dispatch(dt, r, [&]<DataType T, OperandRounding Rn>() { convert<T, Rn>(src, s0, cs, ws, nc, nw, dst, pitch); });
+  }
+};
+
+}  // namespace
+}  // namespace convbwd::detail
