@@ -49,7 +49,8 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
       const uint16_t* odd = even + cstride;
       for (int64_t w = 0; w < nw; ++w) {
         uint16_t x = even[w], y = odd[w];
-        nonfinite |= bf16_nonfinite(x) | bf16_nonfinite(y);
+        nonfinite |= bf16_nonfinite(x);
+        nonfinite |= bf16_nonfinite(y);
         if (zero_nonfinite) {
           x = bf16_nonfinite(x) ? uint16_t{0} : x;
           y = bf16_nonfinite(y) ? uint16_t{0} : y;
