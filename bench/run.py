@@ -416,9 +416,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=7, help="timed rounds per row (default 7)")
     ap.add_argument("--block", type=int, default=3,
                     help="calls of one side in a row within a round (default 3); all are timed")
-    ap.add_argument("--settle", type=float, default=50.0,
+    ap.add_argument("--settle", type=float, default=10.0,
                     help="ms to wait before switching sides, so that the other side's threads have gone idle "
-                         "(default 50)")
+                         "(default 10: libgomp's spin-wait lasts a few ms)")
+    ap.add_argument("--samples", action="store_true", help="also print every timed call of each side, in order")
     ap.add_argument("--budget", type=float, default=30.0,
                     help="seconds a row may take: fewer rounds (at least 1) when the warm-up says it would exceed")
     ap.add_argument("--build", default=None, help="build directory (default: build)")
@@ -637,6 +638,9 @@ def main():
                     torch_t.append(time.perf_counter() - t0)
                     del res
         call.close()
+        if args.samples:
+            print(f"# samples {name}: ours ms {' '.join(f'{v * 1e3:.3f}' for v in ours_t)}; "
+                  f"torch ms {' '.join(f'{v * 1e3:.3f}' for v in torch_t)}")
 
         ours_med, ours_min = statistics.median(ours_t), min(ours_t)
         flops = float(info["flops"])
