@@ -65,15 +65,15 @@
         {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns},                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                             \
         {16, &ns::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, {16, &ns::bias_task},    \
-        {14, 16, &ns::f32_gemm_14x16_gather, &ns::f32_gemm_14x16_strided, "f32_gemm_14x16_" #ns}                 \
+        {16, 16, &ns::f32_gemm_16x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns}                 \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)
 CONVBWD_DECLARE_TIER_KERNELS(avx2, 6x16)
 CONVBWD_DECLARE_TIER_GEMM(avx512, 8x32)
 CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 8x32)
-CONVBWD_DECLARE_TIER_GEMM(avx512, 14x16)
-CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 14x16)
+CONVBWD_DECLARE_TIER_GEMM(avx512, 16x16)
+CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 16x16)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)
 

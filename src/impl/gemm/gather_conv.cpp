@@ -56,8 +56,8 @@ class GatherConvKernel final : public OpKernel {
     red_ = dgrad ? g.k : g.c;
     // Groups narrower than the tile take the narrow family where the tier
     // has one: 16-channel groups on 8x32 computed half their lanes on
-    // padding (2 threads, Zen 5, 14x16 against 8x32: g8 128@28 3x3 data
-    // gradient 1.32x, g16 256@14 all gradients 1.17x, g8 s2 1.06x).
+    // padding (2 threads, Zen 5, the narrow family against 8x32, data
+    // gradient: g8 128@28 3x3 1.22x; the weight gradient: wgrad_conv.cpp).
     const bool narrow = !pairs && cfg.gemm_narrow.gather && cols_ <= cfg.gemm_narrow.nr && cols_ < cfg.gemm.nr;
     const GemmKernels& family = pairs ? cfg.bf16 : narrow ? cfg.gemm_narrow : cfg.gemm;
     kern_ = family.gather;
