@@ -100,6 +100,18 @@ TEST(ImplGemm, Dtypes) {
   check_both("mb2ic10ih6oc9kh3sh2ph1_dtf16:bf16:f32");
   check_both("mb2ic10ih6oc9kh3sh2ph1_dtbf16_tr");
 }
+// 16-bit gradInput whose channel stride is a multiple of 1 KiB (512
+// pixels: 16x32, 8^3) takes the whole-channel-run store of the gather path
+// (GatherConvKernel::channel_stride_aliases); 28 rows of 9 channels, a tile
+// tail on both sides, and the phase path of a stride-2 layer.
+TEST(ImplGemm, SixteenBitOutputsOnAliasingChannelStrides) {
+  check("mb2ic19ih16iw32oc20kh3ph1_dtf16", Gradient::input);
+  check("mb2ic19ih16iw32oc20kh3ph1_dtbf16", Gradient::input);
+  check("mb1ic9ih32iw64oc12kh3sh2ph1_dtf16", Gradient::input);
+  check("mb1ic16id8ih8iw8oc20kd2kh2kw2sd2sh2sw2_tr_dtbf16", Gradient::input);
+  check("mb2ic19ih16iw32oc20kh3ph1_dtf16:f16:f32", Gradient::input, Layout::contiguous, Layout::channels_last);
+}
+
 // bf16 operands on a tier with bf16 pair kernels (avx512_bf16, natively or
 // emulated) stay bf16 in the gather path's copies and packs: odd reductions
 // (a padded last pair), channel tails, stride phases, dilation, groups with

@@ -25,11 +25,16 @@ struct Avx512Lanes {
       return float_to_bf16x16(v);
   }
   static void store(uint16_t* p, H h) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h); }
-  // Through a copy: SIMDe (simd.hpp) has no masked stores.
+  // Natively one masked store (masked-off lanes are never written); through
+  // a copy under SIMDe (simd.hpp), which has no masked stores.
   static void store_partial(uint16_t* p, H h, int64_t n) {
+#ifndef CONVBWD_EMULATE_AVX512
+    _mm256_mask_storeu_epi16(p, static_cast<__mmask16>((1u << n) - 1u), h);
+#else
     alignas(32) uint16_t lanes[16];
     _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), h);
     std::memcpy(p, lanes, static_cast<size_t>(n) * sizeof(uint16_t));
+#endif
   }
 };
 
