@@ -286,6 +286,18 @@ inline bool bf16_pairs(const OpSpec& op, const KernelConfig& cfg) {
          op.rounding == OperandRounding::none;
 }
 
+// The kernel family a GEMM planner runs: the bf16 pair kernels when `pairs`
+// (bf16_pairs above), else the fp32 kernels, narrow ones where the tier has
+// them and the tile's `cols` columns (the channels of one group on the B
+// side) would fill at most the narrow tile: 16-channel groups on 8x32
+// computed half their lanes on padding (gather_conv.cpp and wgrad_conv.cpp
+// give the figures).
+inline const GemmKernels& gemm_family(const KernelConfig& cfg, bool pairs, int64_t cols) {
+  if (pairs) return cfg.bf16;
+  const GemmKernels& n = cfg.gemm_narrow;
+  return n.gather && n.strided && cols <= n.nr && cols < cfg.gemm.nr ? n : cfg.gemm;
+}
+
 // Stores rows x cols of an fp32 tile (row stride `pitch`) into a view:
 // element (i, j) goes to row_base[i] + j * col_stride, rounded once.
 // fp32 rows are copied inline (store_row_f32); narrow types go through the

@@ -54,12 +54,9 @@ class GatherConvKernel final : public OpKernel {
     const bool pairs = bf16_pairs(op, cfg);
     cols_ = dgrad ? g.c : g.k;
     red_ = dgrad ? g.k : g.c;
-    // Groups narrower than the tile take the narrow family where the tier
-    // has one: 16-channel groups on 8x32 computed half their lanes on
-    // padding (2 threads, Zen 5, the narrow family against 8x32, data
-    // gradient: g8 128@28 3x3 1.22x; the weight gradient: wgrad_conv.cpp).
-    const bool narrow = !pairs && cfg.gemm_narrow.gather && cols_ <= cfg.gemm_narrow.nr && cols_ < cfg.gemm.nr;
-    const GemmKernels& family = pairs ? cfg.bf16 : narrow ? cfg.gemm_narrow : cfg.gemm;
+    // Groups narrower than the tile take the narrow family (gemm_family;
+    // 2 threads, Zen 5, against 8x32, data gradient: g8 128@28 3x3 1.22x).
+    const GemmKernels& family = gemm_family(cfg, pairs, cols_);
     kern_ = family.gather;
     mr_ = family.mr;
     nr_ = family.nr;

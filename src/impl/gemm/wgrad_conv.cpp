@@ -40,11 +40,10 @@ class WgradKernel final : public OpKernel {
     // arithmetic wasted, and nothing gained over fp32. (bf16_pairs asks for
     // the gather kernel; this path runs the strided one.)
     pairs_ = bf16_pairs(op, cfg) && cfg.bf16.strided != nullptr && sp_.y[2] > 1;
-    // Groups of at most 16 input channels take the narrow family where the
-    // tier has one (see gather_conv.cpp): x's channels are the tile's columns.
-    // 2 threads, Zen 5, against 8x32: g8 128@28 3x3 1.52x, g16 256@14 1.46x.
-    const bool narrow = !pairs_ && cfg.gemm_narrow.strided && g.c <= cfg.gemm_narrow.nr && g.c < cfg.gemm.nr;
-    const GemmKernels& family = pairs_ ? cfg.bf16 : narrow ? cfg.gemm_narrow : cfg.gemm;
+    // x's channels are the tile's columns: groups of at most 16 input
+    // channels take the narrow family (gemm_family; 2 threads, Zen 5, against
+    // 8x32: g8 128@28 3x3 1.52x, g16 256@14 1.46x).
+    const GemmKernels& family = gemm_family(cfg, pairs_, g.c);
     kern_ = family.strided;
     mr_ = family.mr;
     nr_ = family.nr;
