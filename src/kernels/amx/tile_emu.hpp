@@ -41,6 +41,7 @@
 #include <cstring>
 
 #include "kernels/amx/tile.hpp"
+#include "kernels/denormals.hpp"
 
 namespace convbwd::detail {
 namespace {
@@ -57,21 +58,8 @@ struct EmulatedTiles {
   }
   static bool configured() { return state().cfg.palette != 0; }
 
-  // A bf16 (upper half of the fp32 pattern) or an fp32 input, denormals read
-  // as zero (sign kept).
-  static float daz(uint32_t bits) {
-    if ((bits & 0x7f800000u) == 0) bits &= 0x80000000u;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-  static float daz(float f) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    return daz(bits);
-  }
-  // A result, denormals flushed to zero (sign kept).
-  static float ftz(float f) { return daz(f); }
+  // Denormal inputs read as zero and results flushed: daz and ftz of
+  // kernels/denormals.hpp.
 
   static void load_config(const TileConfig* c) {
     // #GP on what palette 1 cannot hold.

@@ -14,6 +14,8 @@
 #ifdef CONVBWD_EMULATE_AVX512
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
+
+#include "kernels/denormals.hpp"
 #define CONVBWD_AVX512_NS avx512_emu
 #else
 // GCC 12's AVX-512 intrinsics give their builtins a self-initialized
@@ -69,19 +71,6 @@ inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) { return _mm512_dpbf16_ps
 // each a fused multiply-add (the bf16 products are exact in fp32) rounded to
 // nearest even, with denormal inputs read as zero and denormal results
 // flushed to zero (sign kept).
-inline float bf16_daz(uint32_t bits) {
-  if ((bits & 0x7f800000u) == 0) bits &= 0x80000000u;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-inline float f32_ftz(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7f800000u) == 0) bits &= 0x80000000u;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
   alignas(64) float c[16];
   alignas(64) uint32_t x[16], y[16];
@@ -89,9 +78,9 @@ inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
   _mm512_store_si512(x, a);
   _mm512_store_si512(y, b);
   for (int i = 0; i < 16; ++i) {
-    float s = f32_ftz(c[i]);
-    s = f32_ftz(std::fma(bf16_daz(x[i] & 0xffff0000u), bf16_daz(y[i] & 0xffff0000u), s));
-    s = f32_ftz(std::fma(bf16_daz(x[i] << 16), bf16_daz(y[i] << 16), s));
+    float s = ftz(c[i]);
+    s = ftz(std::fma(daz(x[i] & 0xffff0000u), daz(y[i] & 0xffff0000u), s));
+    s = ftz(std::fma(daz(x[i] << 16), daz(y[i] << 16), s));
     c[i] = s;
   }
   return _mm512_load_ps(c);
