@@ -3,9 +3,10 @@
 //
 // The queue is intrusive: every Task carries its own `next` link, so that
 // enqueueing never allocates (an operator's executor is itself the node).
-// Work runs in submission order; the first failure since the last
-// synchronize() is kept and reported there, as a device stream reports
-// asynchronous errors at the next synchronization.
+// Work runs in submission order, one task at a time: on the stream's thread,
+// or on a thread that synchronizes before the stream's thread took it. The
+// first failure since the last synchronize() is kept and reported there, as
+// a device stream reports asynchronous errors at the next synchronization.
 #pragma once
 
 #include <condition_variable>
@@ -58,6 +59,9 @@ class Stream {
 
  private:
   void serve();
+  // Runs the head of the queue; `lock` holds mutex_ on entry and on return.
+  // `helping`: called by a synchronizing thread, not the stream's own.
+  void run_head(std::unique_lock<std::mutex>& lock, bool helping);
 
   std::mutex mutex_;
   std::condition_variable work_ready_;
@@ -67,6 +71,7 @@ class Stream {
   // Tasks enqueued and run so far: synchronize() waits for the count it saw.
   uint64_t enqueued_ = 0, completed_ = 0;
   bool stopping_ = false;
+  bool running_ = false;  // a task is running (on the stream's thread or in synchronize())
   Error first_error_;
   std::thread thread_;  // last: starts after the state above exists
 };
