@@ -165,9 +165,11 @@ TEST(KernelGemm, EveryTierAgainstTheContract) {
 std::vector<TierGemm> bf16_kernels() {
   std::vector<TierGemm> v;
   for (Isa i : kAllIsas) {
-    if (const KernelConfig* n = native_kernel_config(i); n && n->bf16.gather) v.push_back({tier_name(*n), n->bf16});
-    if (const KernelConfig* e = emulated_kernel_config(i); e && e->bf16.gather)
-      v.push_back({tier_name(*e), e->bf16});
+    for (const KernelConfig* c : {native_kernel_config(i), emulated_kernel_config(i)}) {
+      if (!c) continue;
+      if (c->bf16.gather) v.push_back({tier_name(*c), c->bf16});
+      if (c->bf16_narrow.gather) v.push_back({tier_name(*c) + ".narrow", c->bf16_narrow});
+    }
   }
   return v;
 }
@@ -397,13 +399,12 @@ class EmulatedMatchesNative : public ::testing::TestWithParam<Isa> {};
 void PrintTo(Isa i, std::ostream* os) { *os << to_string(i); }
 namespace {
 
-TEST_P(EmulatedMatchesNative, Bf16PairsBitForBit) {
-  const KernelConfig* n = native_kernel_config(GetParam());
-  const KernelConfig* e = emulated_kernel_config(GetParam());
-  if (!n || !e || !n->bf16.gather || !e->bf16.gather) GTEST_SKIP() << "needs the native and the emulated tier";
-  ASSERT_EQ(n->bf16.mr, e->bf16.mr);
-  ASSERT_EQ(n->bf16.nr, e->bf16.nr);
-  const int mr = n->bf16.mr, nr = n->bf16.nr;
+// One pair family of a tier, native against emulated, on random bf16 pairs.
+void check_bf16_bit_for_bit(const GemmKernels& kn, const GemmKernels& ke) {
+  SCOPED_TRACE(kn.name);
+  ASSERT_EQ(kn.mr, ke.mr);
+  ASSERT_EQ(kn.nr, ke.nr);
+  const int mr = kn.mr, nr = kn.nr;
   std::mt19937 rng(7);
   // Exponents near the ends of the range too, so that denormal inputs,
   // flushed sums and overflow to Inf all occur.
@@ -435,9 +436,9 @@ TEST_P(EmulatedMatchesNative, Bf16PairsBitForBit) {
     ka.runs = 1;
     ka.accumulate = trial == 1;
     ka.acc = acc_n.data();
-    n->bf16.gather(ka);
+    kn.gather(ka);
     ka.acc = acc_e.data();
-    e->bf16.gather(ka);
+    ke.gather(ka);
     for (size_t i = 0; i < acc_n.size(); ++i) {
       if (std::isnan(acc_n[i])) {
         EXPECT_TRUE(std::isnan(acc_e[i])) << i;
@@ -446,6 +447,15 @@ TEST_P(EmulatedMatchesNative, Bf16PairsBitForBit) {
       EXPECT_EQ(std::memcmp(&acc_n[i], &acc_e[i], sizeof(float)), 0) << i << ": " << acc_n[i] << " vs " << acc_e[i];
     }
   }
+}
+
+TEST_P(EmulatedMatchesNative, Bf16PairsBitForBit) {
+  const KernelConfig* n = native_kernel_config(GetParam());
+  const KernelConfig* e = emulated_kernel_config(GetParam());
+  if (!n || !e || !n->bf16.gather || !e->bf16.gather) GTEST_SKIP() << "needs the native and the emulated tier";
+  ASSERT_EQ(n->bf16_narrow.gather == nullptr, e->bf16_narrow.gather == nullptr);
+  for (const auto family : {&KernelConfig::bf16, &KernelConfig::bf16_narrow})
+    if ((n->*family).gather) check_bf16_bit_for_bit(n->*family, e->*family);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, EmulatedMatchesNative, ::testing::Values(Isa::avx512_bf16, Isa::amx),

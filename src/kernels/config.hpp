@@ -56,6 +56,9 @@ struct KernelConfig {
   // null gather/strided elsewhere (bf16 operands then widen to fp32). Last,
   // so that configs without them need not name it.
   GemmKernels bf16 = {};
+  // Narrower pair kernels, as gemm_narrow is to gemm; null where `bf16` is
+  // the only pair family.
+  GemmKernels bf16_narrow = {};
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

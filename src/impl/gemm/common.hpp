@@ -287,15 +287,15 @@ inline bool bf16_pairs(const OpSpec& op, const KernelConfig& cfg) {
 }
 
 // The kernel family a GEMM planner runs: the bf16 pair kernels when `pairs`
-// (bf16_pairs above), else the fp32 kernels, narrow ones where the tier has
-// them and the tile's `cols` columns (the channels of one group on the B
-// side) would fill at most the narrow tile: 16-channel groups on 8x32
-// computed half their lanes on padding (gather_conv.cpp and wgrad_conv.cpp
-// give the figures).
+// (bf16_pairs above), else the fp32 kernels; of either, the narrow ones
+// where the tier has them and the tile's `cols` columns (the channels of one
+// group on the B side) would fill at most the narrow tile: 16-channel groups
+// on 8x32 computed half their lanes on padding (gather_conv.cpp and
+// wgrad_conv.cpp give the figures).
 inline const GemmKernels& gemm_family(const KernelConfig& cfg, bool pairs, int64_t cols) {
-  if (pairs) return cfg.bf16;
-  const GemmKernels& n = cfg.gemm_narrow;
-  return n.gather && n.strided && cols <= n.nr && cols < cfg.gemm.nr ? n : cfg.gemm;
+  const GemmKernels& wide = pairs ? cfg.bf16 : cfg.gemm;
+  const GemmKernels& n = pairs ? cfg.bf16_narrow : cfg.gemm_narrow;
+  return n.gather && n.strided && cols <= n.nr && cols < wide.nr ? n : wide;
 }
 
 // Stores rows x cols of an fp32 tile (row stride `pitch`) into a view:

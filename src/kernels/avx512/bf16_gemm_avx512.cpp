@@ -36,5 +36,11 @@ struct Bf16PairOps {
 
 void bf16_gemm_8x32_gather(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 8, 2, true>(p); }
 void bf16_gemm_8x32_strided(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 8, 2, false>(p); }
+// The narrow family (KernelConfig::bf16_narrow), for groups of at most 16
+// columns, where 8x32 computes half its lanes on padding: 16x16, as the fp32
+// narrow family (f32_gemm_avx512.cpp) and for the same reason (the weight
+// gradient's rows are a 16-channel group's output channels).
+void bf16_gemm_16x16_gather(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 16, 1, true>(p); }
+void bf16_gemm_16x16_strided(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 16, 1, false>(p); }
 
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS
