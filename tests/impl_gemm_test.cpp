@@ -196,32 +196,42 @@ TEST(ImplGemm, Bf16PairWeightGradientsAreBitIdenticalAtAnyThreadCount) {
 }
 // That the pair path is the one planned: the pair kernels read bf16
 // subnormal operands as zero (their contract, kernels/gemm.hpp), which
-// widening to fp32 does not. dy = 1 and x = 2^-127 (a bf16 subnormal): each
-// gradWeight element is a sum of such products, exactly 0 where a tier has
-// pair kernels and positive where bf16 widens to fp32.
-TEST(ImplGemm, Bf16WeightGradientsPlanThePairKernels) {
-  for (const auto& [desc, impl] : {std::pair{"mb2ic33ih4iw7oc9kh3ph1_dtbf16", &detail::kGemmBwdWeightsImpl},
-                                   std::pair{"mb2ic33ih4iw7oc9kh3sh2ph1_dtbf16", &detail::kGemmBwdWeightsImpl},
-                                   std::pair{"mb2ic33ih5iw7oc9kh1_dtbf16", &detail::kGemm1x1BwdWeightsImpl}}) {
+// widening to fp32 does not. dy = 1 and x (w for gradInput) = 2^-127 (a bf16
+// subnormal): each gradient element is a sum of such products, exactly 0
+// where a tier has pair kernels and positive where bf16 widens to fp32.
+TEST(ImplGemm, Bf16GradientsPlanThePairKernels) {
+  struct Case {
+    const char* desc;
+    Gradient which;
+    const detail::Implementation* impl;
+  };
+  for (const auto& [desc, which, impl] :
+       {Case{"mb2ic33ih4iw7oc9kh3ph1_dtbf16", Gradient::weight, &detail::kGemmBwdWeightsImpl},
+        Case{"mb2ic33ih4iw7oc9kh3sh2ph1_dtbf16", Gradient::weight, &detail::kGemmBwdWeightsImpl},
+        Case{"mb2ic33ih5iw7oc9kh1_dtbf16", Gradient::weight, &detail::kGemm1x1BwdWeightsImpl},
+        Case{"mb2ic9ih8iw9oc33kh1_dtbf16", Gradient::input, &detail::kGemm1x1BwdDataImpl},
+        Case{"mb2ic9ih4iw7oc33kh3ph1_dtbf16", Gradient::input, &detail::kGemmBwdDataImpl}}) {
     SCOPED_TRACE(desc);
     auto p = Problem::parse(desc);
     ASSERT_TRUE(p) << p.error().message;
+    const bool weight = which == Gradient::weight;
+    // dy and the other operand (x for gradWeight, w for gradInput), and the output.
     HostTensor go = make_tensor(DataType::bf16, p->grad_output.dims, Layout::contiguous);
-    HostTensor in = make_tensor(DataType::bf16, p->input.dims, Layout::contiguous);
-    HostTensor gw = make_tensor(DataType::bf16, p->weight.dims, Layout::contiguous);
+    HostTensor other = make_tensor(DataType::bf16, weight ? p->input.dims : p->weight.dims, Layout::contiguous);
+    HostTensor result = make_tensor(DataType::bf16, weight ? p->weight.dims : p->input.dims, Layout::contiguous);
     auto set_all = [](HostTensor& t, uint16_t bits) {
       for (int64_t i = 0; i < t.elements(); ++i)
         std::memcpy(t.storage.data() + t.storage_index(i) * 2, &bits, sizeof bits);
     };
-    set_all(go, 0x3f80);  // 1.0
-    set_all(in, 0x0040);  // 2^-127
+    set_all(go, 0x3f80);     // 1.0
+    set_all(other, 0x0040);  // 2^-127
     Problem prob = p.value();
     prob.grad_output = go.desc;
-    prob.input = in.desc;
-    prob.grad_weight = gw.desc;
+    (weight ? prob.input : prob.weight) = other.desc;
+    (weight ? prob.grad_weight : prob.grad_input) = result.desc;
     auto spec = detail::validate(prob);
     ASSERT_TRUE(spec) << spec.error().message;
-    const detail::OpSpec op = spec->op_for(Gradient::weight);
+    const detail::OpSpec op = spec->op_for(which);
     detail::ThreadPool pool(2);
     for (Isa isa : test_isas()) {
       SCOPED_TRACE(tier_name(isa));
@@ -230,8 +240,8 @@ TEST(ImplGemm, Bf16WeightGradientsPlanThePairKernels) {
       ASSERT_TRUE(k) << why;
       std::vector<std::byte> ws(k->workspace_bytes() + 64);
       auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
-      HostTensor out = gw;
-      detail::OpArgs args{go.data(), in.data(), out.data(), aligned};
+      HostTensor out = result;
+      detail::OpArgs args{go.data(), other.data(), out.data(), aligned};
       k->run(args, pool);
       const bool pairs = detail::kernel_config(isa).bf16.strided != nullptr;
       for (int64_t i = 0; i < out.elements(); ++i) {
@@ -364,6 +374,23 @@ TEST(ImplGemm, Planar1x1) {
   check_1x1("mb2ic18ih9oc20kh1", Layout::channels_last);
   check_1x1("mb2ic19ih9oc21kh1_tr");              // forward (transposed gradInput)
   check_1x1("mb2ic13ih11oc6kh1_tr_dtbf16");
+}
+// bf16 pairs on the planar 1x1 path (tiers with bf16 arithmetic): odd and
+// even reductions (dy channels for gradInput, x channels for the transposed
+// one's forward), a single reduced channel, row tails, pixel tails and
+// several strips, groups, 1D/3D, a channels-last output, and cubeMathType HF32 (which
+// keeps bf16 as it is).
+TEST(ImplGemm, Bf16PairsInThePlanar1x1DataGradient) {
+  for (const char* d : {"mb2ic18ih8iw17oc21kh1_dtbf16", "mb2ic9ih8iw8oc1kh1_dtbf16", "mb1ic33ih40iw41oc300kh1_dtbf16",
+                        "mb2ic25ih9oc35kh1g5_dtbf16", "mb2ic20iw301oc9kw1_dtbf16", "mb1ic6id4ih5iw6oc11kd1kh1kw1_dtbf16",
+                        "mb2ic13ih11oc7kh1_tr_dtbf16", "mb2ic17ih9oc20kh1_dtbf16_math3"})
+    check_1x1(d);
+  check_1x1("mb1ic7ih40iw41oc301kh1_dtbf16", Layout::contiguous, Fill::small_ints);
+  check_1x1("mb2ic19ih9oc21kh1_dtbf16", Layout::channels_last);
+  for (const char* d : {"mb2ic150ih9iw17oc13kh1_dtbf16", "mb2ic40ih17iw19oc45kh1_dtbf16"})
+    check_implementation(
+        d, Gradient::input, [](detail::Op) -> const detail::Implementation& { return detail::kGemm1x1BwdDataImpl; },
+        Layout::contiguous, Layout::contiguous, Fill::uniform, {1, 2, 3, 5});
 }
 // The planar 1x1 weight gradient (gemm_wgrad_1x1_nchw): k-tile and c-block
 // tails, one pass over the batch (short reductions) or pixel chunks (256)

@@ -16,6 +16,11 @@
 // mb8ic64ih56oc256kh1 the copy alone cost ~60% of the GEMM time, writing and
 // re-reading 26 MB. Here the source is read once, in 16-pixel strips.
 //
+// bf16 operands on a tier with bf16 arithmetic stay bf16 (kernels/gemm.hpp):
+// the weights pack as [t/2][mr] pairs of reduced channels, each panel as
+// [16-pixel block][t/2][nr] pairs (channels 2s and 2s+1 of one pixel), a
+// zero element past an odd reduction on both sides.
+//
 // Each output is one kernel call over the whole reduction, in channel
 // order, whichever task or thread runs it: the bits do not depend on the
 // thread count.
@@ -53,15 +58,20 @@ class Nchw1x1Kernel final : public OpKernel {
   Nchw1x1Kernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(std::max(ctx.threads, 1)) {
     const Geometry& g = op.geo;
     const bool dgrad = op.op == Op::bwd_data;
-    kern_ = kernels_for(ctx.isa).gemm.strided;
-    mr_ = kernels_for(ctx.isa).gemm.mr;
-    nr_ = kernels_for(ctx.isa).gemm.nr;
-    convert_ = kernels_for(ctx.isa).to_channels_last;
-    store_ = kernels_for(ctx.isa).store_row;
+    const KernelConfig& cfg = kernels_for(ctx.isa);
+    pairs_ = bf16_pairs(op, cfg);
+    // The tile's columns are pixels, never a group's channels: no narrow family.
+    const GemmKernels& family = pairs_ ? cfg.bf16 : cfg.gemm;
+    kern_ = family.strided;
+    mr_ = family.mr;
+    nr_ = family.nr;
+    convert_ = cfg.to_channels_last;
+    store_ = cfg.store_row;
     groups_ = g.groups;
     n_ = g.n;
     cols_ = dgrad ? g.c : g.k;
     red_ = dgrad ? g.k : g.c;
+    steps_ = pairs_ ? (red_ + 1) / 2 : red_;
     pixels_ = 1;
     for (int d = 0; d < g.spatial; ++d) pixels_ *= g.xsize[d];
     a_px_ = flat_pixel_stride(op.a, g.spatial);
@@ -70,8 +80,8 @@ class Nchw1x1Kernel final : public OpKernel {
     // Pixels per task: up to 256, as long as the task's panels (reduced
     // channels x pixels) stay within 256 KB of L2.
     strip_px_ = std::clamp<int64_t>((int64_t{1} << 16) / std::max<int64_t>(red_, 1) / nr_ * nr_, nr_, 256);
-    panel_floats_ = round_up(red_ * strip_px_, kAlignFloats);
-    weights_floats_ = round_up(groups_ * row_tiles_ * red_ * mr_, kAlignFloats);
+    panel_floats_ = round_up(steps_ * strip_px_, kAlignFloats);
+    weights_floats_ = round_up(groups_ * row_tiles_ * steps_ * mr_, kAlignFloats);
     strips_ = ceil_div(pixels_, strip_px_);
   }
 
@@ -83,7 +93,7 @@ class Nchw1x1Kernel final : public OpKernel {
     float* const wpk = reinterpret_cast<float*>(args.workspace);
     float* const panels = wpk + weights_floats_;
     pool.parallel_for(groups_ * row_tiles_, threads_, [&](int64_t t, int) {
-      pack_rows(args.b, t / row_tiles_, t % row_tiles_, wpk + t * red_ * mr_);
+      pack_rows(args.b, t / row_tiles_, t % row_tiles_, wpk + t * steps_ * mr_);
     });
     pool.parallel_for(n_ * groups_ * strips_, threads_, [&](int64_t t, int thread) {
       compute(args, wpk, panels + thread * panel_floats_, t);
@@ -91,8 +101,9 @@ class Nchw1x1Kernel final : public OpKernel {
   }
 
  private:
-  // Packs W' rows [tile*6, tile*6 + 6) of group g as [t][6] (zero rows past
-  // the last), converted to fp32 with the operand rounding.
+  // Packs W' rows [tile*mr, tile*mr + mr) of group g as [t][mr] (zero rows
+  // past the last), converted to fp32 with the operand rounding; or, pairs,
+  // as [t/2][mr] bf16 pairs, bit for bit.
   void pack_rows(const void* w, int64_t g, int64_t tile, float* dst) const {
     const bool dgrad = op_.op == Op::bwd_data;
     const View& v = op_.b;  // [G*K, C, 1...]
@@ -100,12 +111,21 @@ class Nchw1x1Kernel final : public OpKernel {
     for (int i = 0; i < mr_; ++i) {
       const int64_t row = tile * mr_ + i;
       if (row >= cols_) {
-        for (int64_t t = 0; t < red_; ++t) dst[t * mr_ + i] = 0.0f;
+        for (int64_t t = 0; t < steps_; ++t) dst[t * mr_ + i] = 0.0f;
         continue;
       }
       // Element (row, t) of W' is w[g*K + k, c] with (k, c) = dgrad ? (t, row) : (row, t).
       const int64_t base = v.offset + (dgrad ? g * op_.geo.k * s0 + row * s1 : (g * op_.geo.k + row) * s0);
       const int64_t step = dgrad ? s0 : s1;
+      if (pairs_) {
+        const uint16_t* const src = static_cast<const uint16_t*>(w) + base;
+        uint32_t* const d = reinterpret_cast<uint32_t*>(dst);
+        for (int64_t t = 0; t < steps_; ++t) {
+          const uint32_t hi = 2 * t + 1 < red_ ? src[(2 * t + 1) * step] : 0u;
+          d[t * mr_ + i] = src[2 * t * step] | hi << 16;
+        }
+        continue;
+      }
       // One "channel" of red_ "pixels": the channels-last converter writes
       // them mr_ apart, i.e. column i of the [t][6] panel.
       convert_(w, v.dtype, op_.rounding, base, 1, step, 1, red_, dst + i, mr_);
@@ -120,27 +140,33 @@ class Nchw1x1Kernel final : public OpKernel {
     const int64_t p_lo = strip * strip_px_;
     const int64_t np_all = std::min(strip_px_, pixels_ - p_lo);
     const int64_t full = np_all / nr_, rem = np_all % nr_;
-    // Panels [16-pixel block][t][16], written channel by channel: each
+    // Panels [nr-pixel block][t][nr], written channel by channel: each
     // source row of the strip is read once, sequentially. (Packing one
     // 16-pixel panel at a time touched one line in each of `red` channel
     // planes per panel, more streams than the prefetchers follow: the
     // packing cost as much as the FMAs.)
     const int64_t src0 = a.offset + n * a.strides[0] + g * red_ * a.strides[1] + p_lo * a_px_;
-    const int64_t pitch = red_ * nr_;
-    for (int64_t t = 0; t < red_; ++t) {
-      const int64_t s0 = src0 + t * a.strides[1];
-      if (full > 0) convert_(args.a, a.dtype, op_.rounding, s0, a_px_, nr_ * a_px_, nr_, full, panel + t * nr_, pitch);
-      if (rem > 0) {
-        float* const o = panel + full * pitch + t * nr_;
-        convert_(args.a, a.dtype, op_.rounding, s0 + full * nr_ * a_px_, a_px_, 1, rem, 1, o, nr_);
-        std::fill(o + rem, o + nr_, 0.0f);
+    const int64_t pitch = steps_ * nr_;
+    if (pairs_) {
+      pack_pair_panels(static_cast<const uint16_t*>(args.a) + src0, a.strides[1], np_all,
+                       reinterpret_cast<uint32_t*>(panel));
+    } else {
+      for (int64_t t = 0; t < red_; ++t) {
+        const int64_t s0 = src0 + t * a.strides[1];
+        if (full > 0)
+          convert_(args.a, a.dtype, op_.rounding, s0, a_px_, nr_ * a_px_, nr_, full, panel + t * nr_, pitch);
+        if (rem > 0) {
+          float* const o = panel + full * pitch + t * nr_;
+          convert_(args.a, a.dtype, op_.rounding, s0 + full * nr_ * a_px_, a_px_, 1, rem, 1, o, nr_);
+          std::fill(o + rem, o + nr_, 0.0f);
+        }
       }
     }
     MicroArgs ka;
     const int64_t zero = 0;
     ka.a_off = &zero;
     ka.b_off = &zero;
-    ka.len = &red_;
+    ka.len = &steps_;
     ka.runs = 1;
     ka.as = mr_;
     ka.bs = nr_;
@@ -154,7 +180,7 @@ class Nchw1x1Kernel final : public OpKernel {
       // the output passes over it.
       ka.b = panel + blk * pitch;
       for (int64_t rt = 0; rt < row_tiles_; ++rt) {
-        ka.a[0] = wpk + (g * row_tiles_ + rt) * red_ * mr_;
+        ka.a[0] = wpk + (g * row_tiles_ + rt) * steps_ * mr_;
         kern_(ka);
         const int rows = static_cast<int>(std::min<int64_t>(mr_, cols_ - rt * mr_));
         for (int i = 0; i < rows; ++i)
@@ -164,13 +190,37 @@ class Nchw1x1Kernel final : public OpKernel {
     }
   }
 
+  // The pair panels of a strip of `np` pixels whose channel rows start at
+  // src, `cstride` apart (pixels contiguous, plan_1x1): word (blk, s, j) =
+  // channels 2s (low half) and 2s+1 of pixel blk*nr + j; zero past the
+  // strip's last pixel and past an odd reduction. Pixels innermost on both
+  // sides, and each pair of channel rows is read once, sequentially.
+  void pack_pair_panels(const uint16_t* src, int64_t cstride, int64_t np, uint32_t* panel) const {
+    const int64_t pitch = steps_ * nr_, blocks = ceil_div(np, static_cast<int64_t>(nr_));
+    for (int64_t s = 0; s < steps_; ++s) {
+      const uint16_t* const even = src + 2 * s * cstride;
+      const uint16_t* const odd = 2 * s + 1 < red_ ? even + cstride : nullptr;
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        uint32_t* const o = panel + blk * pitch + s * nr_;
+        const int64_t p0 = blk * nr_, n = std::min<int64_t>(nr_, np - p0);
+        if (odd) {
+          for (int64_t j = 0; j < n; ++j) o[j] = even[p0 + j] | uint32_t{odd[p0 + j]} << 16;
+        } else {
+          for (int64_t j = 0; j < n; ++j) o[j] = even[p0 + j];
+        }
+        std::fill(o + n, o + nr_, 0u);
+      }
+    }
+  }
+
   OpSpec op_;
+  bool pairs_ = false;
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
   int mr_ = 0, nr_ = 0;  // the kernel\'s tile (kernel config)
   ToChannelsLast convert_ = nullptr;
   StoreRow store_ = nullptr;
-  int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, pixels_ = 0;
+  int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, steps_ = 0, pixels_ = 0;  // steps_: kernel steps (pairs: (red+1)/2)
   int64_t a_px_ = 1, dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0;
   int64_t panel_floats_ = 0, weights_floats_ = 0;
 };
