@@ -246,9 +246,12 @@ class DgradKernel final : public OpKernel {
             ka.acc = tacc_floats_ > 0 ? tacc + (cb * band_pitch_ + pt) * nr_ : tile;
             kern_(ka);
             if (!last) continue;
+            // The tile transposed into T's columns by the channels-last
+            // converter's register transpose (the tile's pixels as its
+            // channels): element by element, this was a third of the GEMM's
+            // time on the stem.
             const int64_t rows = std::min<int64_t>(mr_, np - pt);
-            for (int64_t j = 0; j < nr_; ++j)
-              for (int64_t i = 0; i < rows; ++i) tcb[j * band_pitch_ + pt + i] = ka.acc[i * nr_ + j];
+            convert_(ka.acc, DataType::f32, OperandRounding::none, 0, nr_, 1, rows, nr_, tcb + pt, band_pitch_);
           }
         }
       }
