@@ -488,11 +488,17 @@ TEST(KernelGemm, TheListHasEveryTierThatRunsHere) {
   }
 }
 
-}  // namespace
-}  // namespace convbwd::detail
 
-namespace convbwd::detail {
-namespace {
+// The implementation the default planner picks for one gradient of `desc`
+// ("" and a test failure if it cannot plan).
+std::string planned_implementation(const char* desc, Gradient which) {
+  auto p = Problem::parse(desc);
+  EXPECT_TRUE(p) << desc;
+  if (!p) return "";
+  auto plan = Plan::create(p.value());
+  EXPECT_TRUE(plan) << plan.error().message;
+  return plan ? std::string(plan->implementation(which)) : "";
+}
 
 // The emulated reruns of scripts/test.sh (CONVBWD_EMULATED=1) must plan on
 // the SIMDe build, or they would test the native kernels a second time; the
@@ -515,18 +521,9 @@ TEST(KernelGemm, EveryRunPlansTheTierItForces) {
   const KernelConfig& cfg = kernel_config(tier);
   EXPECT_EQ(cfg.emulated, (prefer_emulated && emulated_kernel_config(tier) != nullptr) || !cpu_has(tier))
       << tier_name(cfg);
-  auto p = Problem::parse("mb2ic32ih9oc32kh3ph1");
-  ASSERT_TRUE(p);
-  auto plan = Plan::create(p.value());
-  ASSERT_TRUE(plan) << plan.error().message;
-  EXPECT_EQ(plan->implementation(Gradient::weight), "gemm_wgrad_nhwc:" + tier_name(cfg));
+  EXPECT_EQ(planned_implementation("mb2ic32ih9oc32kh3ph1", Gradient::weight), "gemm_wgrad_nhwc:" + tier_name(cfg));
 }
 
-}  // namespace
-}  // namespace convbwd::detail
-
-namespace convbwd::detail {
-namespace {
 
 // The amx rerun (CONVBWD_ISA=amx: native where the CPU has AMX, else the
 // emulated tier) must plan bf16 problems on the AMX tile kernels and their
@@ -543,11 +540,7 @@ TEST(KernelGemm, Bf16PlansOnTheRunningTiersKernels) {
     EXPECT_EQ(cfg.bf16.nr, 32);
     EXPECT_NE(std::string(cfg.bf16.name).find("_amx"), std::string::npos) << cfg.bf16.name;
   }
-  auto p = Problem::parse("mb2ic32ih9oc32kh3ph1_dtbf16");
-  ASSERT_TRUE(p);
-  auto plan = Plan::create(p.value());
-  ASSERT_TRUE(plan) << plan.error().message;
-  const std::string name(plan->implementation(Gradient::input));
+  const std::string name = planned_implementation("mb2ic32ih9oc32kh3ph1_dtbf16", Gradient::input);
   EXPECT_EQ(name.substr(name.find(':') + 1), tier_name(cfg)) << name;
 }
 

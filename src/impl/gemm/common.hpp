@@ -291,9 +291,11 @@ inline bool bf16_pairs(const OpSpec& op, const KernelConfig& cfg) {
 // where the tier has them and the tile's `cols` columns (the channels of one
 // group on the B side) would fill at most the narrow tile: 16-channel groups
 // on 8x32 computed half their lanes on padding (gather_conv.cpp and
-// wgrad_conv.cpp give the figures).
+// wgrad_conv.cpp give the figures). wide_family: the pair or fp32 kernels
+// alone, for planners whose tile columns are pixels (the planar 1x1 paths).
+inline const GemmKernels& wide_family(const KernelConfig& cfg, bool pairs) { return pairs ? cfg.bf16 : cfg.gemm; }
 inline const GemmKernels& gemm_family(const KernelConfig& cfg, bool pairs, int64_t cols) {
-  const GemmKernels& wide = pairs ? cfg.bf16 : cfg.gemm;
+  const GemmKernels& wide = wide_family(cfg, pairs);
   const GemmKernels& n = pairs ? cfg.bf16_narrow : cfg.gemm_narrow;
   return n.gather && n.strided && cols <= n.nr && cols < wide.nr ? n : wide;
 }

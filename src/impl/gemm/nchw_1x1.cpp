@@ -60,8 +60,7 @@ class Nchw1x1Kernel final : public OpKernel {
     const bool dgrad = op.op == Op::bwd_data;
     const KernelConfig& cfg = kernels_for(ctx.isa);
     pairs_ = bf16_pairs(op, cfg);
-    // The tile's columns are pixels, never a group's channels: no narrow family.
-    const GemmKernels& family = pairs_ ? cfg.bf16 : cfg.gemm;
+    const GemmKernels& family = wide_family(cfg, pairs_);  // tile columns are pixels: no narrow family
     kern_ = family.strided;
     mr_ = family.mr;
     nr_ = family.nr;

@@ -64,7 +64,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     const Geometry& g = op.geo;
     const KernelConfig& cfg = kernels_for(ctx.isa);
     pairs_ = bf16_pairs(op, cfg);
-    const GemmKernels& family = pairs_ ? cfg.bf16 : cfg.gemm;
+    const GemmKernels& family = wide_family(cfg, pairs_);  // tile columns are pixels: no narrow family
     kern_ = family.gather;
     mr_ = family.mr;
     nr_ = family.nr;
