@@ -253,16 +253,32 @@ void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float
   if (found && nonfinite) *found = true;
 }
 
-void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst, int64_t dstride) {
-  const int64_t full = len / 2;
-  if (dstride == 1) {
-    // Little-endian: a pair of neighbours, low half first, is their bytes.
-    static_assert(std::endian::native == std::endian::little);
-    std::memcpy(dst, src, static_cast<size_t>(full) * sizeof(uint32_t));
-  } else {
-    for (int64_t t = 0; t < full; ++t) dst[t * dstride] = uint32_t{src[2 * t]} | uint32_t{src[2 * t + 1]} << 16;
+void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst) {
+  // Little-endian: a pair of neighbours, low half first, is their bytes.
+  static_assert(std::endian::native == std::endian::little);
+  std::memcpy(dst, src, static_cast<size_t>(len / 2) * sizeof(uint32_t));
+  if (len % 2) dst[len / 2] = src[len - 1];
+}
+
+void pack_pixel_pair_panel(const uint16_t* src, int64_t cstride, int64_t nc, int64_t len, uint32_t* dst,
+                           int64_t pitch, ToChannelsLast convert) {
+  // Rows are copied into an aligned block first: a source row need not start
+  // on a 32-bit boundary, and the converter reads it as floats.
+  constexpr int64_t kRows = 32, kSlots = 128;  // 16 KB of words, in L1
+  alignas(64) uint32_t words[kRows * kSlots];
+  const int64_t slots = (len + 1) / 2;
+  for (int64_t t0 = 0; t0 < slots; t0 += kSlots) {
+    const int64_t tn = std::min(kSlots, slots - t0);
+    for (int64_t j0 = 0; j0 < nc; j0 += kRows) {
+      const int64_t jn = std::min(kRows, nc - j0);
+      for (int64_t j = 0; j < jn; ++j) {
+        const uint16_t* const row = src + (j0 + j) * cstride + 2 * t0;
+        pack_pixel_pairs(row, std::min(len - 2 * t0, 2 * tn), words + j * kSlots);
+      }
+      convert(words, DataType::f32, OperandRounding::none, 0, kSlots, 1, jn, tn,
+              reinterpret_cast<float*>(dst + t0 * pitch + j0), pitch);
+    }
   }
-  if (len % 2) dst[full * dstride] = src[len - 1];
 }
 
 namespace {

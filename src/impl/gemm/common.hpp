@@ -237,11 +237,18 @@ struct PixelPairCopy {
 };
 
 // Packs `len` consecutive bf16 elements from src as pairs of neighbours into
-// (len + 1) / 2 slots dst[t * dstride], a zero high half after an odd len:
-// the pixel pairs of the planar 1x1 weight gradient (wgrad_1x1.cpp), which
-// has no NaN/Inf pass to run (every tap is real), so the padding is zero on
-// both operands.
-void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst, int64_t dstride);
+// the (len + 1) / 2 slots dst[0 ..], a zero high half after an odd len: the
+// pixel pairs of the planar 1x1 weight gradient (wgrad_1x1.cpp), which has
+// no NaN/Inf pass to run (every tap is real), so the padding is zero on both
+// operands.
+void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst);
+// The same for nc rows (row j at src + j * cstride) side by side: slot t of
+// row j goes to dst[t * pitch + j], through the fp32 converter's register
+// transpose (`convert`), which moves 32-bit words bit for bit. (One scalar
+// store per slot, pitch words apart, was 60% of the bf16 1x1 256->64 weight
+// gradient.)
+void pack_pixel_pair_panel(const uint16_t* src, int64_t cstride, int64_t nc, int64_t len, uint32_t* dst,
+                           int64_t pitch, ToChannelsLast convert);
 
 // Packs weights for the gather kernel: [blk][tap][red][nr] per group, where
 // the nr columns are `cols` (output channels of the tile) and red the reduced

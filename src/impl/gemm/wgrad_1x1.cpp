@@ -32,7 +32,7 @@
 //
 // bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) stay
 // bf16: the dy rows and the x panels hold pairs of neighbouring pixels of a
-// run (pack_pixel_pairs, common.hpp), so each kernel step multiplies a pair
+// run (pack_pixel_pairs and pack_pixel_pair_panel, common.hpp), so each kernel step multiplies a pair
 // and a run is half as many steps; an odd run (the last chunk of an odd
 // image) ends in a pair padded with zero on both operands. dy is then always
 // copied: read in place, an odd run's last pair would take its high half
@@ -154,7 +154,7 @@ class Wgrad1x1Kernel final : public OpKernel {
           const int64_t src = a.offset + (n0 + r) * a.strides[0] + ((u / kt_) * k_ + k) * a.strides[1] + p0;
           float* const dst = rows + (((u - u0) * mr_ + i) * runs_ + r) * run_floats_;
           if (pairs_) {
-            pack_pixel_pairs(static_cast<const uint16_t*>(args.a) + src, len, reinterpret_cast<uint32_t*>(dst), 1);
+            pack_pixel_pairs(static_cast<const uint16_t*>(args.a) + src, len, reinterpret_cast<uint32_t*>(dst));
             continue;
           }
           // One "pixel" of len unit-stride "channels": the converter's
@@ -207,7 +207,7 @@ class Wgrad1x1Kernel final : public OpKernel {
               uint32_t* const o32 = reinterpret_cast<uint32_t*>(out);
               const uint16_t* const src = static_cast<const uint16_t*>(args.b) + b.offset + (n0 + r) * b.strides[0] +
                                           (g * c_ + cb * nr_) * b.strides[1] + p0;
-              for (int64_t j = 0; j < nc; ++j) pack_pixel_pairs(src + j * b.strides[1], len, o32 + j, nr_);
+              pack_pixel_pair_panel(src, b.strides[1], nc, len, o32, nr_, convert_);
               if (nc < nr_)
                 for (int64_t t = 0; t < lens[r]; ++t) std::fill(o32 + t * nr_ + nc, o32 + (t + 1) * nr_, 0u);
               continue;
