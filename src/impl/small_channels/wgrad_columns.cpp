@@ -16,6 +16,14 @@
 // over it, accumulators resting in the workspace between chunks. Every tile
 // sums over chunks in order, and within a chunk pixel by pixel: the bits do
 // not depend on the thread count or on which task owns a tile.
+//
+// bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) run
+// them: both fp32 copies (im2col block and dy rows, exact widenings of bf16,
+// NaN/Inf checked and zeroed there) are repacked as pairs of neighbouring
+// pixels, so each kernel step multiplies a pair and a chunk is half as many
+// steps; an odd chunk (the last of an odd image) ends in a pair padded with
+// zero on both operands.
+#include <bit>
 #include <cstring>
 #include <memory>
 
@@ -32,16 +40,32 @@ namespace {
 // 256, 512 and 1024 measured the same on the stem (CPU time, 1 thread).
 constexpr int64_t kChunkPixels = 512;
 
+// Rows [2t, 2t + 1] of src ([len][width] fp32, exact widenings of bf16: the
+// bf16 bits are the high halves) as the bf16 pairs dst[t][width], low half
+// from row 2t; after an odd len the last pair's high half is zero.
+void pack_row_pairs(const float* src, int64_t len, int64_t width, uint32_t* dst) {
+  const int64_t full = len / 2;
+  for (int64_t t = 0; t < full; ++t)
+    for (int64_t j = 0; j < width; ++j)
+      dst[t * width + j] = std::bit_cast<uint32_t>(src[2 * t * width + j]) >> 16 |
+                           (std::bit_cast<uint32_t>(src[(2 * t + 1) * width + j]) & 0xffff0000u);
+  if (len % 2)
+    for (int64_t j = 0; j < width; ++j) dst[full * width + j] = std::bit_cast<uint32_t>(src[2 * full * width + j]) >> 16;
+}
+
 class WgradKernel final : public OpKernel {
  public:
   WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
     const Geometry& g = op.geo;
     sp_ = space_of(g);
-    kern_ = gemm::kernels_for(ctx.isa).gemm.gather;
-    mr_ = gemm::kernels_for(ctx.isa).gemm.mr;
-    nr_ = gemm::kernels_for(ctx.isa).gemm.nr;
-    convert_ = gemm::kernels_for(ctx.isa).to_channels_last;
-    any_nonfinite_ = gemm::kernels_for(ctx.isa).any_nonfinite;
+    const KernelConfig& cfg = gemm::kernels_for(ctx.isa);
+    pairs_ = gemm::bf16_pairs(op, cfg);
+    const GemmKernels& family = gemm::wide_family(cfg, pairs_);  // columns are (c, tap): 147 on the stem
+    kern_ = family.gather;
+    mr_ = family.mr;
+    nr_ = family.nr;
+    convert_ = cfg.to_channels_last;
+    any_nonfinite_ = cfg.any_nonfinite;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -69,8 +93,11 @@ class WgradKernel final : public OpKernel {
     const Checked acc = (Checked(tiles_) * (mr_ * nr_)).rounded_up(16);
     // The dy copy is reserved even when dy is read in place: with NaN or Inf in
     // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
+    // Pairs: the pair copies of the im2col block and of the dy rows follow.
+    pair_steps_ = pairs_ ? (chunk_ + 1) / 2 : 0;
     Checked slot = (Checked(chunk_) * nr_).rounded_up(16) + (Checked(k_) * chunk_).rounded_up(16) +
-                   (Checked(kt_) * 2).rounded_up(16);
+                   (Checked(kt_) * 2).rounded_up(16) + (Checked(pair_steps_) * nr_).rounded_up(16) +
+                   (Checked(k_) * pair_steps_).rounded_up(16);
     // The image copy is a speed-up, not a need: a long signal whose copy per
     // thread would overflow the budget is read element by element instead.
     const Checked with_copy = slot + (Checked(c_) * x_pixels_).rounded_up(16);
@@ -227,25 +254,29 @@ class WgradKernel final : public OpKernel {
     // a task does it only for its own tiles, once per chunk.
     int64_t* const stamp = reinterpret_cast<int64_t*>(dyc + round_up(k_ * chunk_, 16));
     if (!direct) std::fill(stamp, stamp + kt_, int64_t{-1});
-    float* const ximg = reinterpret_cast<float*>(stamp + round_up(2 * kt_, 16) / 2);
+    // The pair copies (pairs_): the im2col block's [pair][nr], dy's [k][pair].
+    uint32_t* const xpair = reinterpret_cast<uint32_t*>(stamp + round_up(2 * kt_, 16) / 2);
+    uint32_t* const dypair = xpair + round_up(pair_steps_ * nr_, 16);
+    float* const ximg = reinterpret_cast<float*>(dypair + round_up(k_ * pair_steps_, 16));
     int64_t image_stamp = -1;  // n * groups + g of the image in ximg
     const Strides xs = strides_of(op_.b, op_.geo.spatial);
     int64_t chunk_id = 0;
     const Strides ys = strides_of(op_.a, op_.geo.spatial);
     const float* const dy = static_cast<const float*>(args.a);
-    int64_t a_off = 0, len = 0;
+    int64_t a_off = 0, len = 0, steps = 0;  // pixels of the chunk; kernel steps (pairs: half, rounded up)
     const int64_t b_off = 0;
     MicroArgs ka;
-    ka.b = xcol;
+    ka.b = pairs_ ? reinterpret_cast<const float*>(xpair) : xcol;
     ka.bs = nr_;
     ka.a_off = &a_off;
     ka.b_off = &b_off;
-    ka.len = &len;
+    ka.len = &steps;
     ka.runs = 1;
     bool first = true;
     for (int64_t n = 0; n < n_; ++n)
       for (int64_t pix0 = 0; pix0 < pixels_; pix0 += chunk_, first = false, ++chunk_id) {
         len = std::min(chunk_, pixels_ - pix0);
+        steps = pairs_ ? (len + 1) / 2 : len;
         int64_t have_unit = -1;
         for (int64_t tl = lo; tl < hi; ++tl) {
           const int64_t kt = tl % kt_, unit = tl / kt_, cb = unit % cbn_, g = unit / cbn_;
@@ -262,11 +293,14 @@ class WgradKernel final : public OpKernel {
               im2col(args.b, xs, op_.b.dtype, op_.rounding, n, g, cb, pix0, len, xcol, args.zero_nonfinite);
               if (check && any_nonfinite_(xcol, len * nr_)) seen.b = true;
             }
+            if (pairs_) pack_row_pairs(xcol, len, nr_, xpair);
             have_unit = unit;
           }
           const int64_t k0 = kt * mr_, kn = std::min<int64_t>(mr_, k_ - k0);
           if (!direct && stamp[kt] != chunk_id * groups_ + g) {
             copy_rows(args.a, n, g, k0, kn, pix0, len, dyc, args.zero_nonfinite);
+            if (pairs_)
+              for (int64_t k = k0; k < k0 + kn; ++k) pack_row_pairs(dyc + k * chunk_, len, 1, dypair + k * pair_steps_);
             stamp[kt] = chunk_id * groups_ + g;
           }
           // Every column block's tiles read the same dy rows of a k-tile;
@@ -284,6 +318,8 @@ class WgradKernel final : public OpKernel {
             const int64_t k = kt * mr_ + (kt * mr_ + i < k_ ? i : 0);
             if (direct) {
               ka.a[i] = dy + ys.offset + n * ys.n + (g * k_ + k) * ys.ch;
+            } else if (pairs_) {
+              ka.a[i] = reinterpret_cast<const float*>(dypair + k * pair_steps_);
             } else {
               ka.a[i] = dyc + k * chunk_;
             }
@@ -323,6 +359,8 @@ class WgradKernel final : public OpKernel {
   AnyNonfinite any_nonfinite_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0, kt_ = 0, tiles_ = 0, tasks_ = 1;
   bool direct_ = false, x_copy_ = false;
+  bool pairs_ = false;       // bf16 pair kernels (kernels/gemm.hpp)
+  int64_t pair_steps_ = 0;   // pairs: kernel steps of a full chunk
   int64_t x_pixels_ = 0;
   int64_t pixels_ = 0, chunk_ = 0, acc_floats_ = 0, slot_floats_ = 0;
   bool ok_ = true;
