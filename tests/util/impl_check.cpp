@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "numeric/float_formats.hpp"
@@ -91,6 +92,10 @@ void check_implementation(const std::string& desc, Gradient which, const ImplFor
       auto k = impl_for(op.op).plan(op, detail::PlanContext{isa, threads}, &why);
       ASSERT_TRUE(k) << "declined: " << why;
       Aligned ws(k->workspace_bytes());
+      // NaN in every byte pattern the kernels read back (fp32, bf16, pairs):
+      // fresh memory is often zero, which would hide a buffer read before
+      // it was written.
+      if (ws.p) std::memset(ws.p, 0xff, k->workspace_bytes());
       HostTensor o = out;  // canary-filled storage
       detail::OpArgs args{a, b, o.data(), static_cast<std::byte*>(ws.p)};
       k->run(args, pool);
