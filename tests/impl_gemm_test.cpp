@@ -214,7 +214,8 @@ TEST(ImplGemm, Bf16GradientsPlanThePairKernels) {
         Case{"mb2ic33ih5iw7oc9kh1_dtbf16", Gradient::weight, &detail::kGemm1x1BwdWeightsImpl},
         Case{"mb2ic9ih8iw9oc33kh1_dtbf16", Gradient::input, &detail::kGemm1x1BwdDataImpl},
         Case{"mb2ic9ih4iw7oc33kh3ph1_dtbf16", Gradient::input, &detail::kGemmBwdDataImpl},
-        Case{"mb2ic3ih9iw8oc9kh7sh2ph3_dtbf16", Gradient::weight, &detail::kSmallChannelsBwdWeightsImpl}}) {
+        Case{"mb2ic3ih9iw8oc9kh7sh2ph3_dtbf16", Gradient::weight, &detail::kSmallChannelsBwdWeightsImpl},
+        Case{"mb2ic3ih9iw8oc9kh7sh2ph3_dtbf16", Gradient::input, &detail::kSmallChannelsBwdDataImpl}}) {
     SCOPED_TRACE(desc);
     auto p = Problem::parse(desc);
     ASSERT_TRUE(p) << p.error().message;

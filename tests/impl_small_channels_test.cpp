@@ -100,19 +100,25 @@ TEST(ImplSmallChannels, Dtypes) {
   check_both("mb2ic3ih9iw8oc10kh3sh2ph1_dtf16", Layout::channels_last, Layout::contiguous);
   check_both("mb2ic3ih9iw8oc10kh3sh2ph1_math2", Layout::padded, Layout::contiguous);
 }
-// bf16 pairs of pixels in the weight gradient (tiers with bf16 pair
-// kernels; the others widen): odd images (a padded last pair), several
-// chunks with an odd last one, groups read element by element, 3D, K tails,
-// strided views, and small integers, whose sums are exact (every tier must
-// give the reference's bits).
-TEST(ImplSmallChannels, Bf16PairsInTheWeightGradient) {
+// bf16 pairs (tiers with bf16 pair kernels; the others widen): of pixels in
+// the weight gradient, of channels in the data gradient. Odd images and odd
+// K (a padded last pair), several chunks with an odd last one (pixels for
+// the weight gradient, K beyond 64 and 128 channels for the data gradient),
+// pixel tails of the tiles, groups read element by element, 3D, strided
+// views (the data gradient's fp32-then-repack copy), and small integers,
+// whose sums are exact (every tier must give the reference's bits).
+TEST(ImplSmallChannels, Bf16Pairs) {
   for (const char* d : {"mb2ic3ih21iw21oc8kh7sh2ph3_dtbf16", "mb2ic1iw3000oc7kw10sw5_dtbf16",
                         "mb1ic3ih60iw50oc13kh5sh2ph2_dtbf16", "mb2ic12iw33oc9kw5sw2pw2g3_dtbf16",
-                        "mb2ic1id5ih6iw7oc7kd3kh3kw3pd1ph1pw1_dtbf16", "mb2ic3ih9oc20kh3ph1_dtbf16_math1"})
-    check(d, Gradient::weight);
-  check("mb2ic3ih9iw8oc10kh3sh2ph1_dtbf16", Gradient::weight, Layout::padded, Layout::reversed);
-  check("mb2ic3ih19oc13kh7sh2ph3_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
-  check("mb2ic1iw1283oc17kw10sw5_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+                        "mb2ic1id5ih6iw7oc7kd3kh3kw3pd1ph1pw1_dtbf16", "mb2ic3ih9oc20kh3ph1_dtbf16_math1",
+                        "mb1ic1iw1300oc131kw10sw5pw2_dtbf16", "mb1ic1ih100iw90oc71kh3ph1_dtbf16"})
+    check_both(d);
+  check_both("mb2ic3ih9iw8oc11kh3sh2ph1_dtbf16", Layout::padded, Layout::reversed);
+  check_both("mb2ic2ih9iw8oc13kh3sh2ph1_dtbf16", Layout::channels_last, Layout::contiguous);
+  for (Gradient g : {Gradient::input, Gradient::weight}) {
+    check("mb2ic3ih19oc13kh7sh2ph3_dtbf16", g, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+    check("mb2ic1iw1283oc17kw10sw5_dtbf16", g, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+  }
 }
 TEST(ImplSmallChannels, OperandRounding) {
   check_both("mb2ic3ih9oc20kh3ph1_math1");

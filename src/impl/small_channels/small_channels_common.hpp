@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -71,6 +72,22 @@ inline void store_one(void* base, DataType dt, int64_t i, float v) {
   }
 }
 
+
+// Rows [2t, 2t + 1] of src ([len][width] fp32, exact widenings of bf16: the
+// bf16 bits are the high halves) as the bf16 pairs dst[t][width], low half
+// from row 2t; after an odd len the last pair's high half is zero. Both
+// paths make their bf16 operands in fp32 first (the layouts' index walks
+// and the NaN/Inf handling are fp32's) and then repack them for the pair
+// kernels (kernels/gemm.hpp).
+inline void pack_row_pairs(const float* src, int64_t len, int64_t width, uint32_t* dst) {
+  const int64_t full = len / 2;
+  for (int64_t t = 0; t < full; ++t)
+    for (int64_t j = 0; j < width; ++j)
+      dst[t * width + j] = std::bit_cast<uint32_t>(src[2 * t * width + j]) >> 16 |
+                           (std::bit_cast<uint32_t>(src[(2 * t + 1) * width + j]) & 0xffff0000u);
+  if (len % 2)
+    for (int64_t j = 0; j < width; ++j) dst[full * width + j] = std::bit_cast<uint32_t>(src[2 * full * width + j]) >> 16;
+}
 
 // The checks both operations share. Sizes are bounded so that planning
 // arithmetic cannot overflow on hostile shapes.

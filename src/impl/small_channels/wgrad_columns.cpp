@@ -23,7 +23,6 @@
 // pixels, so each kernel step multiplies a pair and a chunk is half as many
 // steps; an odd chunk (the last of an odd image) ends in a pair padded with
 // zero on both operands.
-#include <bit>
 #include <cstring>
 #include <memory>
 
@@ -39,19 +38,6 @@ namespace {
 // steps (512 x 12 FMAs) that a tile's accumulator load and store are noise.
 // 256, 512 and 1024 measured the same on the stem (CPU time, 1 thread).
 constexpr int64_t kChunkPixels = 512;
-
-// Rows [2t, 2t + 1] of src ([len][width] fp32, exact widenings of bf16: the
-// bf16 bits are the high halves) as the bf16 pairs dst[t][width], low half
-// from row 2t; after an odd len the last pair's high half is zero.
-void pack_row_pairs(const float* src, int64_t len, int64_t width, uint32_t* dst) {
-  const int64_t full = len / 2;
-  for (int64_t t = 0; t < full; ++t)
-    for (int64_t j = 0; j < width; ++j)
-      dst[t * width + j] = std::bit_cast<uint32_t>(src[2 * t * width + j]) >> 16 |
-                           (std::bit_cast<uint32_t>(src[(2 * t + 1) * width + j]) & 0xffff0000u);
-  if (len % 2)
-    for (int64_t j = 0; j < width; ++j) dst[full * width + j] = std::bit_cast<uint32_t>(src[2 * full * width + j]) >> 16;
-}
 
 class WgradKernel final : public OpKernel {
  public:
