@@ -63,12 +63,12 @@ class WgradKernel final : public OpKernel {
     tiles_ = groups_ * cbn_ * kt_;
     tasks_ = std::min<int64_t>(tiles_, std::max(threads_, 1));
     direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none && spatial_flat(op.a);
-    x_pixels_ = sp_.x[0] * sp_.x[1] * sp_.x[2];
-    // The fp32 image copy (copy_image) for narrow or rounded x. One group
-    // per layer, so a task converts each image once: with groups, a task's
-    // tiles can span several and would convert them again per chunk.
-    x_copy_ = !(op.b.dtype == DataType::f32 && op.rounding == OperandRounding::none) && g.groups == 1 &&
-              spatial_flat(op.b);
+    // The phase-split fp32 image copy (copy_image). One group per layer, so
+    // a task converts each image once: with groups, a task's tiles can span
+    // several and would convert them again per chunk.
+    u2_ = ceil_div(sp_.x[2], sp_.s[2]);
+    copy_row_ = sp_.s[2] * u2_;
+    x_copy_ = g.groups == 1 && spatial_flat(op.b);
     pixels_ = sp_.y_pixels();
     chunk_ = std::min(pixels_, kChunkPixels);
 
@@ -81,12 +81,13 @@ class WgradKernel final : public OpKernel {
     // the operands (OpArgs::zero_nonfinite) it is copied with them zeroed.
     // Pairs: the pair copies of the im2col block and of the dy rows follow.
     pair_steps_ = pairs_ ? (chunk_ + 1) / 2 : 0;
-    Checked slot = (Checked(chunk_) * nr_).rounded_up(16) + (Checked(k_) * chunk_).rounded_up(16) +
+    Checked slot = (Checked(chunk_) * nr_).rounded_up(16) * 2 + (Checked(k_) * chunk_).rounded_up(16) +
                    (Checked(kt_) * 2).rounded_up(16) + (Checked(pair_steps_) * nr_).rounded_up(16) +
                    (Checked(k_) * pair_steps_).rounded_up(16);
     // The image copy is a speed-up, not a need: a long signal whose copy per
     // thread would overflow the budget is read element by element instead.
-    const Checked with_copy = slot + (Checked(c_) * x_pixels_).rounded_up(16);
+    const Checked with_copy = slot + (Checked(c_) * sp_.x[0] * sp_.x[1] * copy_row_).rounded_up(16) +
+                              (Checked(sp_.x[2])).rounded_up(16);
     const Checked with_copy_total = with_copy * threads + acc;
     x_copy_ = x_copy_ && with_copy_total.ok() && with_copy_total.value() <= budget_floats;
     if (x_copy_) slot = with_copy;
@@ -129,18 +130,23 @@ class WgradKernel final : public OpKernel {
     return tiles_ * t / tasks_;
   }
 
-  // xcol[p][16] for pixels [pix0, pix0 + np) of image n, group g, columns of
+  // xcol[p][nr] for pixels [pix0, pix0 + np) of image n, group g, columns of
   // block cb; zero in the padding and past the last column.
   // The source is the caller's x (strides xs, its dtype and the operand
-  // rounding) or the task's fp32 copy of the image (see copy_image).
-  void im2col(const void* x, const Strides& xs, DataType dtype, OperandRounding rounding, int64_t n, int64_t g,
-              int64_t cb, int64_t pix0, int64_t np, float* dst, bool zero_nonfinite) const {
+  // rounding) or, from_copy, the task's phase-split copy of the image
+  // (copy_image), where each run of a row is one contiguous copy.
+  // Each column is built as a row of `rows` ([nr][chunk_]), stored
+  // contiguously, and the converter's register transpose then moves the
+  // rows into xcol: built in place, every element was a store nr floats
+  // from the last (im2col was a third of the stem's weight gradient).
+  void im2col(const void* x, const Strides& xs, DataType dtype, OperandRounding rounding, bool from_copy, int64_t n,
+              int64_t g, int64_t cb, int64_t pix0, int64_t np, float* dst, float* rows, bool zero_nonfinite) const {
     dispatch(dtype, rounding, [&]<DataType T, OperandRounding R>() {
       for (int64_t j = 0; j < nr_; ++j) {
         const int64_t col = cb * nr_ + j;
-        float* o = dst + j;
+        float* const o = rows + j * chunk_;
         if (col >= cols_) {
-          for (int64_t p = 0; p < np; ++p) o[p * nr_] = 0.0f;
+          std::fill(o, o + np, 0.0f);
           continue;
         }
         const int64_t c = col / taps_, tap = col % taps_;
@@ -152,49 +158,64 @@ class WgradKernel final : public OpKernel {
                                                 sp_.y[2]);
         const int64_t plane = xs.offset + n * xs.n + (g * c_ + c) * xs.ch;
         const int64_t step = sp_.s[2] * xs.sp[2];
+        // In the copy, o2 reads phase f of its row at u = o2 + u0.
+        const int64_t f = ((t2 % sp_.s[2]) + sp_.s[2]) % sp_.s[2], u0 = (t2 - f) / sp_.s[2];
         for (int64_t p = pix0; p < pix0 + np;) {
           const int64_t row = p / sp_.y[2], o2a = p % sp_.y[2];
           const int64_t o2b = std::min(sp_.y[2], o2a + (pix0 + np - p));
           const int64_t i0 = (row / sp_.y[1]) * sp_.s[0] - sp_.pb[0] + r0 * sp_.d[0];
           const int64_t i1 = (row % sp_.y[1]) * sp_.s[1] - sp_.pb[1] + r1 * sp_.d[1];
-          float* q = o + (p - pix0) * nr_;
+          float* const q = o + (p - pix0) - o2a;  // q[o2]: pixel o2 of this row
           if (i0 < 0 || i0 >= sp_.x[0] || i1 < 0 || i1 >= sp_.x[1]) {
-            for (int64_t o2 = o2a; o2 < o2b; ++o2, q += nr_) *q = 0.0f;
+            std::fill(q + o2a, q + o2b, 0.0f);
           } else {
             const int64_t a = std::clamp(lo2, o2a, o2b), b = std::clamp(hi2, a, o2b);
-            int64_t o2 = o2a;
-            for (; o2 < a; ++o2, q += nr_) *q = 0.0f;
-            int64_t src = plane + i0 * xs.sp[0] + i1 * xs.sp[1] + (o2 * sp_.s[2] + t2) * xs.sp[2];
-            for (; o2 < b; ++o2, q += nr_, src += step) *q = operand_value<R>(load<T>(x, src), zero_nonfinite);
-            for (; o2 < o2b; ++o2, q += nr_) *q = 0.0f;
+            std::fill(q + o2a, q + a, 0.0f);
+            if (from_copy) {
+              const float* const r =
+                  static_cast<const float*>(x) + ((c * sp_.x[0] + i0) * sp_.x[1] + i1) * copy_row_ + f * u2_ + u0;
+              std::copy(r + a, r + b, q + a);
+            } else {
+              const int64_t src = plane + i0 * xs.sp[0] + i1 * xs.sp[1] + t2 * xs.sp[2];
+              for (int64_t o2 = a; o2 < b; ++o2) q[o2] = operand_value<R>(load<T>(x, src + o2 * step), zero_nonfinite);
+            }
+            std::fill(q + b, q + o2b, 0.0f);
           }
           p += o2b - o2a;
         }
       }
     });
+    convert_(rows, DataType::f32, OperandRounding::none, 0, chunk_, 1, nr_, np, dst, nr_);
   }
 
   // Group g's channels of image n of x, converted once (operand rounding
-  // and zero_nonfinite applied) into the planar fp32 copy [c][x pixels]:
-  // im2col then reads plain floats. Reading fp16 element by element through
-  // every tap's column made the stem's fp16 weight gradient 1.3x slower
-  // than fp32's; each element is read taps/stride^2 times (12 on the stem).
-  void copy_image(const void* x, int64_t n, int64_t g, float* dst, bool zero_nonfinite) const {
+  // and zero_nonfinite applied) into an fp32 copy [c][x0][x1][copy_row_]
+  // whose rows are split by phase along the last dim: element i2 at
+  // (i2 % s2) * u2_ + i2 / s2, zero in each phase's tail. A tap then reads
+  // consecutive output pixels from consecutive floats, so im2col's runs are
+  // plain copies. Why a copy: each element is read taps/stride^2 times (12
+  // on the stem): reading fp16 element by element through every tap made
+  // the stem's fp16 weight gradient 1.3x slower than fp32's, and the
+  // stride-2 reads of the stem's x, even in fp32, left im2col a quarter of
+  // its weight gradient.
+  void copy_image(const void* x, int64_t n, int64_t g, float* dst, float* row, bool zero_nonfinite) const {
     const Strides xs = strides_of(op_.b, op_.geo.spatial);
-    for (int64_t c = 0; c < c_; ++c) {
-      float* const o = dst + c * x_pixels_;
-      convert_(x, op_.b.dtype, op_.rounding, xs.offset + n * xs.n + (g * c_ + c) * xs.ch, 1, 0, x_pixels_, 1, o, 0);
-      if (zero_nonfinite) detail::zero_nonfinite(o, x_pixels_);
-    }
-  }
-  // The strides of that copy, as if it held every group (im2col indexes
-  // channel g * c_ + c; the copy holds only group g's).
-  Strides image_copy_strides(int64_t g) const {
-    Strides s;
-    s.ch = x_pixels_;
-    s.offset = -g * c_ * x_pixels_;
-    s.sp = {sp_.x[1] * sp_.x[2], sp_.x[2], 1};
-    return s;
+    const int64_t s2 = sp_.s[2], x2 = sp_.x[2];
+    for (int64_t c = 0; c < c_; ++c)
+      for (int64_t r = 0; r < sp_.x[0] * sp_.x[1]; ++r) {
+        float* const o = dst + (c * sp_.x[0] * sp_.x[1] + r) * copy_row_;
+        float* const in = s2 == 1 ? o : row;
+        convert_(x, op_.b.dtype, op_.rounding, xs.offset + n * xs.n + (g * c_ + c) * xs.ch + r * x2, 1, 0, x2, 1, in,
+                 0);
+        if (zero_nonfinite) detail::zero_nonfinite(in, x2);
+        if (s2 == 1) continue;
+        for (int64_t f = 0; f < s2; ++f) {
+          float* const phase = o + f * u2_;
+          int64_t u = 0;
+          for (; f + s2 * u < x2; ++u) phase[u] = in[f + s2 * u];
+          std::fill(phase + u, phase + u2_, 0.0f);
+        }
+      }
   }
 
   // dy channels [k0, k0 + kn) of image n, group g, pixels [pix0, pix0 + np)
@@ -235,7 +256,8 @@ class WgradKernel final : public OpKernel {
     const bool direct = direct_ && !args.zero_nonfinite;
     const bool check = args.found != nullptr;
     float* const xcol = slot;
-    float* const dyc = slot + round_up(chunk_ * nr_, 16);
+    float* const xrows = slot + round_up(chunk_ * nr_, 16);  // im2col's rows before the transpose
+    float* const dyc = xrows + round_up(chunk_ * nr_, 16);
     // Which (chunk, group) each k-tile's rows of dyc were converted for, so
     // a task does it only for its own tiles, once per chunk.
     int64_t* const stamp = reinterpret_cast<int64_t*>(dyc + round_up(k_ * chunk_, 16));
@@ -244,6 +266,7 @@ class WgradKernel final : public OpKernel {
     uint32_t* const xpair = reinterpret_cast<uint32_t*>(stamp + round_up(2 * kt_, 16) / 2);
     uint32_t* const dypair = xpair + round_up(pair_steps_ * nr_, 16);
     float* const ximg = reinterpret_cast<float*>(dypair + round_up(k_ * pair_steps_, 16));
+    float* const ximg_row = ximg + round_up(c_ * sp_.x[0] * sp_.x[1] * copy_row_, 16);  // copy_image's row
     int64_t image_stamp = -1;  // n * groups + g of the image in ximg
     const Strides xs = strides_of(op_.b, op_.geo.spatial);
     int64_t chunk_id = 0;
@@ -269,14 +292,14 @@ class WgradKernel final : public OpKernel {
           if (unit != have_unit) {
             if (x_copy_) {
               if (image_stamp != n * groups_ + g) {
-                copy_image(args.b, n, g, ximg, args.zero_nonfinite);
-                if (check && any_nonfinite_(ximg, c_ * x_pixels_)) seen.b = true;
+                copy_image(args.b, n, g, ximg, ximg_row, args.zero_nonfinite);
+                if (check && any_nonfinite_(ximg, c_ * sp_.x[0] * sp_.x[1] * copy_row_)) seen.b = true;
                 image_stamp = n * groups_ + g;
               }
-              im2col(ximg, image_copy_strides(g), DataType::f32, OperandRounding::none, 0, g, cb, pix0, len, xcol,
-                     false);
+              im2col(ximg, xs, DataType::f32, OperandRounding::none, true, n, g, cb, pix0, len, xcol, xrows, false);
             } else {
-              im2col(args.b, xs, op_.b.dtype, op_.rounding, n, g, cb, pix0, len, xcol, args.zero_nonfinite);
+              im2col(args.b, xs, op_.b.dtype, op_.rounding, false, n, g, cb, pix0, len, xcol, xrows,
+                     args.zero_nonfinite);
               if (check && any_nonfinite_(xcol, len * nr_)) seen.b = true;
             }
             if (pairs_) pack_row_pairs(xcol, len, nr_, xpair);
@@ -347,7 +370,7 @@ class WgradKernel final : public OpKernel {
   bool direct_ = false, x_copy_ = false;
   bool pairs_ = false;       // bf16 pair kernels (kernels/gemm.hpp)
   int64_t pair_steps_ = 0;   // pairs: kernel steps of a full chunk
-  int64_t x_pixels_ = 0;
+  int64_t u2_ = 0, copy_row_ = 0;  // the image copy: phase length and row pitch (s2 * u2_ floats)
   int64_t pixels_ = 0, chunk_ = 0, acc_floats_ = 0, slot_floats_ = 0;
   bool ok_ = true;
 };
