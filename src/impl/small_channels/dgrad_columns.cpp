@@ -365,15 +365,22 @@ class DgradKernel final : public OpKernel {
     }
   }
 
+  // Phase by phase, so no element costs a division (with two per element,
+  // this was 10% of the stem's data gradient).
   void store(void* dst, const float* acc, int64_t n, int64_t g) const {
     const Strides ds = strides_of(op_.dst, op_.geo.spatial);
+    const int64_t s2 = sp_.s[2];
     for (int64_t c = 0; c < c_; ++c)
       for (int64_t i0 = 0; i0 < sp_.x[0]; ++i0)
         for (int64_t i1 = 0; i1 < sp_.x[1]; ++i1) {
           const float* const arow = acc + ((c * sp_.x[0] + i0) * sp_.x[1] + i1) * acc_row_;
           const int64_t base = ds.offset + n * ds.n + (g * c_ + c) * ds.ch + i0 * ds.sp[0] + i1 * ds.sp[1];
-          for (int64_t i2 = 0; i2 < sp_.x[2]; ++i2)
-            store_one(dst, op_.dst.dtype, base + i2 * ds.sp[2], arow[(i2 % sp_.s[2]) * u2_ + i2 / sp_.s[2]]);
+          for (int64_t f = 0; f < s2 && f < sp_.x[2]; ++f) {
+            const float* const phase = arow + f * u2_;
+            int64_t at = base + f * ds.sp[2];
+            for (int64_t i2 = f, u = 0; i2 < sp_.x[2]; i2 += s2, ++u, at += s2 * ds.sp[2])
+              store_one(dst, op_.dst.dtype, at, phase[u]);
+          }
         }
   }
 
