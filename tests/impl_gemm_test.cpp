@@ -133,6 +133,27 @@ TEST(ImplGemm, Bf16PairsInTheGatherPath) {
   check("mb2ic21ih6oc19kh3sh2ph1_tr_dtbf16", Gradient::input, Layout::reversed, Layout::channels_last,
         Fill::small_ints);
 }
+// The forward weight pack of the gather path (a transposed layer's
+// gradInput, whose packed columns are the weight's rows far apart) goes
+// through each tier's converter when a weight's taps are one unit-stride
+// run: fp32, bf16 pairs (odd reductions: a zero past the last pair) and
+// fp16, columns past one block with a tail, groups, 1D and 3D, and exact
+// fills; and the element-by-element pack where it may not: strided and
+// channels-last weights, and bf16 with more taps than its widened rows hold.
+TEST(ImplGemm, ForwardWeightPack) {
+  for (const char* d : {"mb2ic37ih5oc9kh4sh2ph1_tr", "mb2ic37ih5oc9kh4sh2ph1_tr_dtbf16", "mb2ic37ih5oc9kh4sh2ph1_tr_dtf16",
+                        "mb2ic70ih3oc10kh3sh2ph1_tr_dtbf16", "mb2ic12ih5oc10kh3sh2ph1g2_tr_dtbf16",
+                        "mb2ic11iw9oc7kw5sw2pw1_tr_dtbf16", "mb1ic5id4oc7kd2sd2_tr_dtbf16",
+                        "mb1ic6ih3oc5kh9ph4_tr_dtbf16", "mb1ic6ih3oc5kh9ph4_tr"})
+    check(d, Gradient::input);
+  check("mb2ic37ih5oc9kh4sh2ph1_tr_dtbf16", Gradient::input, Layout::contiguous, Layout::contiguous,
+        Fill::small_ints);
+  check("mb2ic37ih5oc9kh4sh2ph1_tr", Gradient::input, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+  for (Layout l : {Layout::padded, Layout::channels_last}) {
+    check("mb2ic37ih5oc9kh4sh2ph1_tr_dtbf16", Gradient::input, l, Layout::contiguous);
+    check("mb2ic37ih5oc9kh4sh2ph1_tr", Gradient::input, l, Layout::contiguous);
+  }
+}
 // The weight gradients on the bf16 pair kernels (gemm_wgrad_nhwc: pixel pair
 // copies of dy and x; gemm_wgrad_1x1_nchw: pair rows and panels): odd row
 // widths (a zero-padded last pair in every row), stride 2 and 3 with odd

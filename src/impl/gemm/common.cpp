@@ -285,6 +285,66 @@ namespace {
 constexpr int64_t kPrefetchRows = 8;
 }  // namespace
 
+bool WeightPack::by_converter() const {
+  if (transpose || nr > kMaxNr || (pairs && taps > kMaxTaps)) return false;
+  // The taps of one (k, c) must be one unit-stride run.
+  int64_t expect = 1;
+  for (int i = spatial - 1; i >= 0; --i) {
+    if (ks[static_cast<size_t>(3 - spatial + i)] != 1 && v.strides[2 + i] != expect) return false;
+    expect *= ks[static_cast<size_t>(3 - spatial + i)];
+  }
+  return true;
+}
+
+void WeightPack::pack_forward(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
+                              bool* found) const {
+  const int64_t s0 = v.strides[0], s1 = v.strides[1];
+  const int64_t nred = red(), nsteps = steps();
+  const int64_t first = v.offset + g * k * s0;
+  bool nonfinite = false;
+  for (int64_t b = 0; b < nblk; ++b) {
+    const int64_t col0 = (blk0 + b) * nr, ncols = std::min<int64_t>(nr, cols() - col0);
+    float* const out = dst + b * block_floats();
+    // Reduced channel q of the block's columns: a [ncols][taps] block of
+    // the source with unit-stride taps, which the converter stores
+    // transposed, [tap][column], at the packed layout's pitch.
+    if (!pairs) {
+      for (int64_t q = 0; q < nred; ++q)
+        convert(base, v.dtype, rounding, first + col0 * s0 + q * s1, s0, 1, ncols, taps, out + q * nr, nred * nr);
+      if (ncols < nr)
+        for (int64_t row = 0; row < taps * nred; ++row) std::fill(out + row * nr + ncols, out + (row + 1) * nr, 0.0f);
+      if (zero_nonfinite) detail::zero_nonfinite(out, block_floats());
+      continue;
+    }
+    // Pairs: channels q and q + 1 widened exactly to fp32 (bf16 bits in the
+    // high halves), then each tap's pair of rows merged into 32-bit pairs.
+    alignas(64) float wide[2][kMaxTaps * kMaxNr];
+    uint32_t* const out32 = reinterpret_cast<uint32_t*>(out);
+    for (int64_t q = 0; q < nred; q += 2) {
+      const bool has_hi = q + 1 < nred;
+      for (int h = 0; h < (has_hi ? 2 : 1); ++h) {
+        float* const wq = wide[h];
+        convert(base, DataType::bf16, OperandRounding::none, first + col0 * s0 + (q + h) * s1, s0, 1, ncols, taps,
+                wq, nr);
+        if (zero_nonfinite) detail::zero_nonfinite(wq, taps * nr);
+        if (found && check(wq, taps * nr)) nonfinite = true;
+      }
+      for (int64_t t = 0; t < taps; ++t) {
+        uint32_t* const o = out32 + (t * nsteps + q / 2) * nr;
+        const uint32_t* const lo = reinterpret_cast<const uint32_t*>(wide[0] + t * nr);
+        const uint32_t* const hi = reinterpret_cast<const uint32_t*>(wide[1] + t * nr);
+        if (has_hi)
+          for (int64_t j = 0; j < ncols; ++j) o[j] = lo[j] >> 16 | (hi[j] & 0xffff0000u);
+        else
+          for (int64_t j = 0; j < ncols; ++j) o[j] = lo[j] >> 16;
+        std::fill(o + ncols, o + nr, 0u);
+      }
+    }
+  }
+  if (!found) return;
+  if (pairs ? nonfinite : check(dst, nblk * block_floats())) *found = true;
+}
+
 void WeightPack::pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst,
                             bool zero_nonfinite, bool* found) const {
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
@@ -322,6 +382,10 @@ void WeightPack::pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t n
 
 void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
                       bool* found) const {
+  if (by_converter()) {
+    pack_forward(base, g, blk0, nblk, dst, zero_nonfinite, found);
+    return;
+  }
   if (pairs) {
     pack_pairs(base, g, blk0, nblk, dst, zero_nonfinite, found);
     return;

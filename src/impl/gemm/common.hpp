@@ -263,6 +263,7 @@ struct WeightPack {
   bool transpose = false;
   int64_t nr = 16;  // columns per block: the microkernel's nr (kernel config)
   AnyNonfinite check = scalar::any_nonfinite;  // chosen by ISA at plan time
+  ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
   // bf16 pairs along the reduction ([blk][tap][red/2][nr][2], a zero pair
   // element past an odd red), copied bit for bit from bf16 weights; else fp32.
   bool pairs = false;
@@ -283,6 +284,17 @@ struct WeightPack {
  private:
   void pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
                   bool* found) const;
+  // Forward weights (cols are k): a block's columns are output channels
+  // whose rows lie a whole [C, taps] apart, so reading them element by
+  // element (one scalar load and store per element) made the pack half the
+  // bf16 data gradient of DCGAN's transposed 512->256. pack_forward has the
+  // converter (`convert`) transpose each channel's [column][tap] block in
+  // registers instead. Taps must be one unit-stride run (pairs: at most
+  // kMaxTaps, the size of its widened rows).
+  static constexpr int64_t kMaxTaps = 64;
+  bool by_converter() const;
+  void pack_forward(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
+                    bool* found) const;
 };
 
 // Whether a problem's operands can run on a tier's bf16 pair kernels: both

@@ -91,6 +91,7 @@ class GatherConvKernel final : public OpKernel {
     wp_.spatial = g.spatial;
     wp_.rounding = op.rounding;
     wp_.check = kernels_for(ctx.isa).any_nonfinite;
+    wp_.convert = kernels_for(ctx.isa).to_channels_last;
     wp_.groups = g.groups;
     wp_.k = g.k;
     wp_.c = g.c;
