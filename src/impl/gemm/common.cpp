@@ -286,6 +286,10 @@ constexpr int64_t kPrefetchRows = 8;
 }  // namespace
 
 bool WeightPack::by_converter() const {
+  // Transposed (data-gradient) weights read each element's row of columns
+  // and taps front to back already; through the converter, whose blocks are
+  // then only `taps` pixels wide, the bf16 3x3 256@14 data gradient ran
+  // 0.96x as fast.
   if (transpose || nr > kMaxNr || (pairs && taps > kMaxTaps)) return false;
   // The taps of one (k, c) must be one unit-stride run.
   int64_t expect = 1;
@@ -296,39 +300,50 @@ bool WeightPack::by_converter() const {
   return true;
 }
 
-void WeightPack::pack_forward(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
-                              bool* found) const {
+void WeightPack::pack_by_converter(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst,
+                                   bool zero_nonfinite, bool* found) const {
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
+  const int64_t col_step = transpose ? s1 : s0, red_step = transpose ? s0 : s1;
   const int64_t nred = red(), nsteps = steps();
   const int64_t first = v.offset + g * k * s0;
+  const char* const bytes = static_cast<const char*>(base);
+  const int64_t esize = size_of(v.dtype);
   bool nonfinite = false;
-  for (int64_t b = 0; b < nblk; ++b) {
-    const int64_t col0 = (blk0 + b) * nr, ncols = std::min<int64_t>(nr, cols() - col0);
-    float* const out = dst + b * block_floats();
-    // Reduced channel q of the block's columns: a [ncols][taps] block of
-    // the source with unit-stride taps, which the converter stores
-    // transposed, [tap][column], at the packed layout's pitch.
-    if (!pairs) {
-      for (int64_t q = 0; q < nred; ++q)
-        convert(base, v.dtype, rounding, first + col0 * s0 + q * s1, s0, 1, ncols, taps, out + q * nr, nred * nr);
-      if (ncols < nr)
-        for (int64_t row = 0; row < taps * nred; ++row) std::fill(out + row * nr + ncols, out + (row + 1) * nr, 0.0f);
-      if (zero_nonfinite) detail::zero_nonfinite(out, block_floats());
-      continue;
+  // Reduced channel q of a block's columns is a [ncols][taps] block of the
+  // source with unit-stride taps, which the converter stores transposed,
+  // [tap][column], at the packed layout's pitch. q outermost, as in pack:
+  // with a transposed weight one q is one row of w, read front to back.
+  for (int64_t q = 0; q < nred; q += pairs ? 2 : 1) {
+    if (col_step == 1 && q + kPrefetchRows < nred) {
+      // Rows of a transposed weight are far apart; no prefetcher follows them.
+      const int64_t ahead = first + blk0 * nr + (q + kPrefetchRows) * red_step;
+      __builtin_prefetch(bytes + ahead * esize);
+      __builtin_prefetch(bytes + (ahead + std::min<int64_t>(nblk * nr, cols() - blk0 * nr) * taps - 1) * esize);
     }
-    // Pairs: channels q and q + 1 widened exactly to fp32 (bf16 bits in the
-    // high halves), then each tap's pair of rows merged into 32-bit pairs.
-    alignas(64) float wide[2][kMaxTaps * kMaxNr];
-    uint32_t* const out32 = reinterpret_cast<uint32_t*>(out);
-    for (int64_t q = 0; q < nred; q += 2) {
+    for (int64_t b = 0; b < nblk; ++b) {
+      const int64_t col0 = (blk0 + b) * nr, ncols = std::min<int64_t>(nr, cols() - col0);
+      const int64_t src = first + col0 * col_step + q * red_step;
+      float* const out = dst + b * block_floats();
+      if (!pairs) {
+        convert(base, v.dtype, rounding, src, col_step, 1, ncols, taps, out + q * nr, nred * nr);
+        for (int64_t t = 0; t < taps; ++t) {
+          float* const row = out + (t * nred + q) * nr;
+          std::fill(row + ncols, row + nr, 0.0f);
+          if (zero_nonfinite) detail::zero_nonfinite(row, ncols);
+        }
+        continue;
+      }
+      // Pairs: channels q and q + 1 widened exactly to fp32 (bf16 bits in
+      // the high halves), then each tap's two rows merged into 32-bit pairs.
+      alignas(64) float wide[2][kMaxTaps * kMaxNr];
       const bool has_hi = q + 1 < nred;
       for (int h = 0; h < (has_hi ? 2 : 1); ++h) {
-        float* const wq = wide[h];
-        convert(base, DataType::bf16, OperandRounding::none, first + col0 * s0 + (q + h) * s1, s0, 1, ncols, taps,
-                wq, nr);
-        if (zero_nonfinite) detail::zero_nonfinite(wq, taps * nr);
-        if (found && check(wq, taps * nr)) nonfinite = true;
+        convert(base, DataType::bf16, OperandRounding::none, src + h * red_step, col_step, 1, ncols, taps, wide[h],
+                nr);
+        if (zero_nonfinite) detail::zero_nonfinite(wide[h], taps * nr);
+        if (found && check(wide[h], taps * nr)) nonfinite = true;
       }
+      uint32_t* const out32 = reinterpret_cast<uint32_t*>(out);
       for (int64_t t = 0; t < taps; ++t) {
         uint32_t* const o = out32 + (t * nsteps + q / 2) * nr;
         const uint32_t* const lo = reinterpret_cast<const uint32_t*>(wide[0] + t * nr);
@@ -383,7 +398,7 @@ void WeightPack::pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t n
 void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
                       bool* found) const {
   if (by_converter()) {
-    pack_forward(base, g, blk0, nblk, dst, zero_nonfinite, found);
+    pack_by_converter(base, g, blk0, nblk, dst, zero_nonfinite, found);
     return;
   }
   if (pairs) {

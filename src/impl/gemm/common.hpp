@@ -284,17 +284,18 @@ struct WeightPack {
  private:
   void pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
                   bool* found) const;
-  // Forward weights (cols are k): a block's columns are output channels
-  // whose rows lie a whole [C, taps] apart, so reading them element by
-  // element (one scalar load and store per element) made the pack half the
-  // bf16 data gradient of DCGAN's transposed 512->256. pack_forward has the
-  // converter (`convert`) transpose each channel's [column][tap] block in
-  // registers instead. Taps must be one unit-stride run (pairs: at most
-  // kMaxTaps, the size of its widened rows).
+  // Element by element (pack_pairs and the fp32 loop), forward weights
+  // (cols are k), whose columns are weight rows a whole [C, taps] apart,
+  // took one scalar load and store per element: the pack was half the bf16
+  // data gradient of DCGAN's transposed 512->256. When a forward weight's
+  // taps are one unit-stride run (pairs: at most kMaxTaps, the size of its
+  // widened rows), pack_by_converter has the tier's converter (`convert`)
+  // transpose each reduced channel's [column][tap] block in registers
+  // instead.
   static constexpr int64_t kMaxTaps = 64;
   bool by_converter() const;
-  void pack_forward(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
-                    bool* found) const;
+  void pack_by_converter(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
+                         bool* found) const;
 };
 
 // Whether a problem's operands can run on a tier's bf16 pair kernels: both
