@@ -60,7 +60,7 @@ struct Case {
 template <class Slot, class Product>
 void check_contract(const TierGemm& g, bool gather, const Case& c, std::mt19937& rng, Slot slot, Product product,
                     float (*pad)(float)) {
-  const int mr = g.k.mr, nr = g.k.nr;
+  const int mr = gather ? g.k.gather_rows() : g.k.mr, nr = g.k.nr;
   ASSERT_GT(mr, 0);
   ASSERT_LE(mr, kMaxMr);
   ASSERT_GT(nr, 0);
@@ -234,14 +234,14 @@ TEST(KernelGemm, Bf16PairsAgainstTheContract) {
 // One step of one lane, acc + the pair (a_lo, a_hi) . (b_lo, b_hi), through
 // a kernel (every row and column get the same operands).
 float one_step(const TierGemm& g, float acc0, float a_lo, float a_hi, float b_lo, float b_hi) {
-  const int mr = g.k.mr, nr = g.k.nr;
+  const int mr = g.k.mr, gather_mr = g.k.gather_rows(), nr = g.k.nr;
   const float a = pair_slot(bf16_bits(a_lo), bf16_bits(a_hi));
   std::vector<float> arow(1, a), brow(static_cast<size_t>(nr), pair_slot(bf16_bits(b_lo), bf16_bits(b_hi)));
   std::vector<float> astrided(static_cast<size_t>(mr), a);
-  std::vector<float> acc(static_cast<size_t>(mr * nr), acc0);
+  std::vector<float> acc(static_cast<size_t>(gather_mr * nr), acc0);
   const int64_t off = 0, len = 1;
   MicroArgs ka;
-  for (int i = 0; i < mr; ++i) ka.a[i] = arow.data();
+  for (int i = 0; i < gather_mr; ++i) ka.a[i] = arow.data();
   ka.b = brow.data();
   ka.bs = nr;
   ka.a_off = &off;
@@ -252,7 +252,7 @@ float one_step(const TierGemm& g, float acc0, float a_lo, float a_hi, float b_lo
   ka.accumulate = true;
   g.k.gather(ka);
   for (float x : acc) EXPECT_EQ(std::memcmp(&x, &acc[0], sizeof x), 0) << g.k.name << ": lanes differ";
-  std::vector<float> acc2(acc.size(), acc0);
+  std::vector<float> acc2(static_cast<size_t>(mr * nr), acc0);
   ka.a[0] = astrided.data();
   ka.as = 1;
   ka.acc = acc2.data();
@@ -301,7 +301,7 @@ struct PairStep {
 // get the same operands (each step's B row repeated over the nr columns);
 // gather and strided must agree bit for bit.
 float through_runs(const TierGemm& g, float acc0, const std::vector<std::vector<PairStep>>& runs) {
-  const int mr = g.k.mr, nr = g.k.nr;
+  const int mr = g.k.mr, gather_mr = g.k.gather_rows(), nr = g.k.nr;
   std::vector<float> arow, brow, astrided;
   std::vector<int64_t> a_off, b_off, len, sa_off;
   for (const std::vector<PairStep>& run : runs) {
@@ -320,14 +320,14 @@ float through_runs(const TierGemm& g, float acc0, const std::vector<std::vector<
   brow.push_back(0.0f);
   astrided.push_back(0.0f);
   MicroArgs ka;
-  for (int i = 0; i < mr; ++i) ka.a[i] = arow.data();
+  for (int i = 0; i < gather_mr; ++i) ka.a[i] = arow.data();
   ka.b = brow.data();
   ka.bs = nr;
   ka.a_off = a_off.data();
   ka.b_off = b_off.data();
   ka.len = len.data();
   ka.runs = static_cast<int64_t>(runs.size());
-  std::vector<float> acc(static_cast<size_t>(mr * nr), acc0), acc2 = acc;
+  std::vector<float> acc(static_cast<size_t>(gather_mr * nr), acc0), acc2(static_cast<size_t>(mr * nr), acc0);
   ka.acc = acc.data();
   ka.accumulate = true;
   g.k.gather(ka);
@@ -402,9 +402,9 @@ namespace {
 // One pair family of a tier, native against emulated, on random bf16 pairs.
 void check_bf16_bit_for_bit(const GemmKernels& kn, const GemmKernels& ke) {
   SCOPED_TRACE(kn.name);
-  ASSERT_EQ(kn.mr, ke.mr);
+  ASSERT_EQ(kn.gather_rows(), ke.gather_rows());
   ASSERT_EQ(kn.nr, ke.nr);
-  const int mr = kn.mr, nr = kn.nr;
+  const int mr = kn.gather_rows(), nr = kn.nr;  // the gather kernel's tile
   std::mt19937 rng(7);
   // Exponents near the ends of the range too, so that denormal inputs,
   // flushed sums and overflow to Inf all occur.

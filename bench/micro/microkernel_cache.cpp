@@ -30,7 +30,7 @@ using convbwd::detail::MicroKernel;
 // Best GFLOP/s of 20 passes.
 double measure(const convbwd::detail::GemmKernels& k, bool gather, int64_t steps, int64_t tiles) {
   const MicroKernel kern = gather ? k.gather : k.strided;
-  const int64_t kMr = k.mr, kNr = k.nr;
+  const int64_t kMr = gather ? k.gather_rows() : k.mr, kNr = k.nr;
   std::vector<float> a(static_cast<size_t>(tiles * steps * kMr + 64), 0.5f);
   std::vector<float> b(static_cast<size_t>(steps * kNr + 64), 0.25f);
   alignas(64) float acc[convbwd::detail::kMaxMr * convbwd::detail::kMaxNr];

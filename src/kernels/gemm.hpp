@@ -78,6 +78,11 @@ struct GemmKernels {
   int mr = 0, nr = 0;
   MicroKernel gather = nullptr, strided = nullptr;
   const char* name = "";  // <dtype>_gemm_<MR>x<NR>_<isa>, for benchmarks and tests
+  // Rows of `gather` where it has fewer than mr (0: mr). Its row pointers
+  // live in general registers, of which x86-64 has 15 to spare: at 16 rows
+  // seven of them were spilled and reloaded every step.
+  int gather_mr = 0;
+  int gather_rows() const { return gather_mr > 0 ? gather_mr : mr; }
 };
 
 // Converts a [channels nc][pixels nw] block of a source image (element

@@ -65,15 +65,13 @@
         {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns},                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                             \
         {16, &ns::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, {16, &ns::bias_task},    \
-        {16, 16, &ns::f32_gemm_16x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns}                 \
+        {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12}             \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)
 CONVBWD_DECLARE_TIER_KERNELS(avx2, 6x16)
 CONVBWD_DECLARE_TIER_GEMM(avx512, 8x32)
 CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 8x32)
-CONVBWD_DECLARE_TIER_GEMM(avx512, 16x16)
-CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 16x16)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)
 
@@ -86,8 +84,18 @@ CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)
 
 CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512, 8x32)
 CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512_emu, 8x32)
-CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512, 16x16)
-CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512_emu, 16x16)
+// The narrow families of the AVX-512 tiers: a 12-row gather kernel with a
+// 16-row strided one (why: kernels/avx512/f32_gemm_avx512.cpp).
+#define CONVBWD_DECLARE_NARROW_GEMM_KERNELS(ns)          \
+  namespace convbwd::detail::ns {                       \
+  void f32_gemm_12x16_gather(const MicroArgs&);         \
+  void f32_gemm_16x16_strided(const MicroArgs&);        \
+  void bf16_gemm_12x16_gather(const MicroArgs&);        \
+  void bf16_gemm_16x16_strided(const MicroArgs&);       \
+  }
+
+CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512)
+CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512_emu)
 // The AMX-BF16 ones (kernels/amx/bf16_gemm_amx.cpp), natively and on the
 // tile emulator of the test build.
 CONVBWD_DECLARE_BF16_GEMM_KERNELS(amx, 16x32)

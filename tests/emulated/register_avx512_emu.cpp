@@ -21,8 +21,8 @@ const KernelConfig kAvx512Bf16Emulated = [] {
   c.isa = Isa::avx512_bf16;
   c.bf16 = {8, 32, &avx512_emu::bf16_gemm_8x32_gather, &avx512_emu::bf16_gemm_8x32_strided,
             "bf16_gemm_8x32_avx512_emu"};
-  c.bf16_narrow = {16, 16, &avx512_emu::bf16_gemm_16x16_gather, &avx512_emu::bf16_gemm_16x16_strided,
-                   "bf16_gemm_16x16_avx512_emu"};
+  c.bf16_narrow = {16, 16, &avx512_emu::bf16_gemm_12x16_gather, &avx512_emu::bf16_gemm_16x16_strided,
+                   "bf16_gemm_16x16_avx512_emu", 12};
   return c;
 }();
 

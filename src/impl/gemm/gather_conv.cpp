@@ -58,7 +58,7 @@ class GatherConvKernel final : public OpKernel {
     // 2 threads, Zen 5, against 8x32, data gradient: g8 128@28 3x3 1.22x).
     const GemmKernels& family = gemm_family(cfg, pairs, cols_);
     kern_ = family.gather;
-    mr_ = family.mr;
+    mr_ = family.gather_rows();
     nr_ = family.nr;
     store_ = cfg.store_row;
     const int64_t steps = pairs ? (red_ + 1) / 2 : red_;

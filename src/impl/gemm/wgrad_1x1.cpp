@@ -66,7 +66,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     pairs_ = bf16_pairs(op, cfg);
     const GemmKernels& family = wide_family(cfg, pairs_);  // tile columns are pixels: no narrow family
     kern_ = family.gather;
-    mr_ = family.mr;
+    mr_ = family.gather_rows();
     nr_ = family.nr;
     convert_ = cfg.to_channels_last;
     store_ = cfg.store_row;

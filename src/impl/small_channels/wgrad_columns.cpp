@@ -48,7 +48,7 @@ class WgradKernel final : public OpKernel {
     pairs_ = gemm::bf16_pairs(op, cfg);
     const GemmKernels& family = gemm::wide_family(cfg, pairs_);  // columns are (c, tap): 147 on the stem
     kern_ = family.gather;
-    mr_ = family.mr;
+    mr_ = family.gather_rows();
     nr_ = family.nr;
     convert_ = cfg.to_channels_last;
     any_nonfinite_ = cfg.any_nonfinite;

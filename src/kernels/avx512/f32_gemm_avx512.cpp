@@ -39,9 +39,12 @@ void f32_gemm_8x32_strided(const MicroArgs& p) { gemm_kernel<F32Ops, 8, 2, false
 // columns. 16 rows, because the weight gradient's rows are output channels
 // and 16-channel groups fill them exactly: side by side against 14x16 (the
 // fastest one-vector shape in the table above), g8 128@28 3x3 on 2 threads,
-// the data gradient (rows are pixels) ran 3% slower and the weight gradient
-// 1.5x faster than on 8x32, where 14x16 would pad 16 rows to 28.
-void f32_gemm_16x16_gather(const MicroArgs& p) { gemm_kernel<F32Ops, 16, 1, true>(p); }
+// the weight gradient ran 1.5x faster than on 8x32, where 14x16 would pad 16
+// rows to 28. The gather kernel (the data gradient: rows are pixels) has 12
+// rows (GemmKernels::gather_mr), whose pointers fit the general registers:
+// at 16 it spilled seven of them, and 12 rows ran that gradient 1.08x as
+// fast (g8 128@28 3x3, 2 threads, min of medians over 3 alternations).
+void f32_gemm_12x16_gather(const MicroArgs& p) { gemm_kernel<F32Ops, 12, 1, true>(p); }
 void f32_gemm_16x16_strided(const MicroArgs& p) { gemm_kernel<F32Ops, 16, 1, false>(p); }
 
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS
