@@ -96,5 +96,31 @@ TEST(KernelStoreRow, LengthsStridesAndOffsetsWriteOnlyTheirElements) {
   }
 }
 
+// The several-rows store of every tier (the portable one included): row i
+// of the source, src_pitch floats apart, lands at index + i * row_stride,
+// each row exactly as one portable row store puts it, and nothing between
+// or around the rows is written. Row lengths cross the 8- and 16-wide blocks.
+TEST(KernelStoreRow, RowsStoreEachRowAsTheRowStoreDoes) {
+  std::vector<float> src(40 * 17);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 1.0f / 7.0f * static_cast<float>(i + 1) - 40.0f;
+  for (Isa isa : test::test_isas()) {
+    const StoreRows rows_store = kernel_config(isa).store_rows;
+    ASSERT_NE(rows_store, nullptr) << test::tier_name(isa);
+    for (DataType dt : kTypes)
+      for (int64_t rows : {0, 1, 3, 32})
+        for (int64_t n : {1, 7, 8, 9, 16, 17})
+          for (int64_t row_stride : {n, n + 5}) {
+            const int64_t index = 3, src_pitch = 17;
+            const size_t elems = static_cast<size_t>(index + rows * row_stride + 8);
+            std::vector<unsigned char> want(elems * size_of(dt), 0xA5), got(want);
+            for (int64_t i = 0; i < rows; ++i)
+              scalar::store_row(src.data() + i * src_pitch, n, want.data(), dt, index + i * row_stride, 1);
+            rows_store(src.data(), src_pitch, rows, n, got.data(), dt, index, row_stride);
+            ASSERT_EQ(want, got) << test::tier_name(isa) << " dtype " << static_cast<int>(dt) << " rows " << rows
+                                 << " n " << n << " row_stride " << row_stride;
+          }
+  }
+}
+
 }  // namespace
 }  // namespace convbwd::detail

@@ -59,6 +59,8 @@ struct KernelConfig {
   // Narrower pair kernels, as gemm_narrow is to gemm; null where `bf16` is
   // the only pair family.
   GemmKernels bf16_narrow = {};
+  // The row store of several contiguous rows (kernels/store_row.hpp).
+  StoreRows store_rows = nullptr;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

@@ -26,5 +26,12 @@ inline void store_row_f32(const float* src, int64_t n, float* p, int64_t stride)
 }  // namespace
 
 using StoreRow = void (*)(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);
+// `rows` contiguous rows of n values at once: row i of src (at src + i *
+// src_pitch) goes to base[index + i * row_stride + j], rounded once. The
+// channel runs of a transposed output tile in a planar (NCHW) output: one
+// call instead of one StoreRow call per channel, whose overhead made that
+// store slower than storing each element apart (gather_conv.cpp).
+using StoreRows = void (*)(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
+                           int64_t index, int64_t row_stride);
 
 }  // namespace convbwd::detail

@@ -21,6 +21,8 @@
   void to_channels_last(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,         \
                         int64_t cstride, int64_t wstride, int64_t nc, int64_t nw, float* dst, int64_t pitch); \
   void store_row(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);     \
+  void store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,   \
+                  int64_t index, int64_t row_stride);                                                       \
   bool any_nonfinite(const float* p, int64_t n);                                                            \
   void depthwise_task(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch); \
   void bias_task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);               \
@@ -47,7 +49,8 @@
         {MR, NR, &ns::f32_gemm_##gemm_shape##_gather, &ns::f32_gemm_##gemm_shape##_strided,                 \
          "f32_gemm_" #gemm_shape "_" #ns},                                                                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
-        {8, &ns::depthwise_task, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}, {8, &ns::bias_task}        \
+        {8, &ns::depthwise_task, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}, {8, &ns::bias_task},       \
+        {}, {}, {}, &ns::store_rows                                                                         \
   }
 
 // The AVX-512 tier from namespace ns (avx512, or avx512_emu in the tests):
@@ -65,7 +68,8 @@
         {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns},                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                             \
         {16, &ns::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, {16, &ns::bias_task},    \
-        {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12}             \
+        {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12},            \
+        {}, {}, &ns::store_rows                                                                                \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)

@@ -61,6 +61,7 @@ class GatherConvKernel final : public OpKernel {
     mr_ = family.gather_rows();
     nr_ = family.nr;
     store_ = cfg.store_row;
+    store_rows_ = cfg.store_rows;
     const int64_t steps = pairs ? (red_ + 1) / 2 : red_;
     groups_ = g.groups;
     n_ = g.n;
@@ -443,8 +444,7 @@ class GatherConvKernel final : public OpKernel {
           }
           alignas(64) float runs[kMaxNr * kMaxMr];
           src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, row_count[j], cols, runs, kMaxMr);
-          for (int c = 0; c < cols; ++c)
-            store_(runs + c * kMaxMr, row_count[j], args.dst, op_.dst.dtype, first + c * ds.ch, 1);
+          store_rows_(runs, kMaxMr, cols, row_count[j], args.dst, op_.dst.dtype, first, ds.ch);
           continue;
         }
         for (int r = 0; r < mr_; ++r) out_base[r] = row_base[j][r] + blk * nr_ * ds.ch;
@@ -460,6 +460,9 @@ class GatherConvKernel final : public OpKernel {
   // images 1.87x, 32x32 1.17x, the 16^3 3D transposed layer 1.76x faster;
   // but 60x60 and 28x28, which do not alias, 3% slower (the transposed copy
   // and one partial store per channel run cost more than they save there).
+  // Rechecked with the runs stored in one StoreRows call (1 thread, bf16
+  // gradInput): taking runs everywhere gave g8 128@28 1.08x and 1D k5 1.04x
+  // but WaveNet's k2 64@4000 0.96x and 3x3 64@56 1.00x, so the rule stays.
   static bool channel_stride_aliases(int64_t ch_elements) { return (ch_elements * 2) % 1024 == 0; }
 
   // Reduction steps per chunk: 256 steps x 16 floats = 16 KB of packed
@@ -511,6 +514,7 @@ class GatherConvKernel final : public OpKernel {
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
   StoreRow store_ = nullptr;
+  StoreRows store_rows_ = nullptr;
   int mr_ = 0, nr_ = 0;  // the kernel's tile (kernel config)
   int64_t cols_ = 0, red_ = 0, groups_ = 1, n_ = 0;
   WeightPack wp_;

@@ -51,4 +51,9 @@ void avx2::store_row(const float* src, int64_t n, void* base, DataType dt, int64
   StoreRowKernel<Avx2Lanes>::run(src, n, base, dt, index, stride);
 }
 
+void avx2::store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
+                      int64_t index, int64_t row_stride) {
+  StoreRowKernel<Avx2Lanes>::run_rows(src, src_pitch, rows, n, base, dt, index, row_stride);
+}
+
 }  // namespace convbwd::detail

@@ -44,4 +44,9 @@ void store_row(const float* src, int64_t n, void* base, DataType dt, int64_t ind
   StoreRowKernel<Avx512Lanes>::run(src, n, base, dt, index, stride);
 }
 
+void store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt, int64_t index,
+                int64_t row_stride) {
+  StoreRowKernel<Avx512Lanes>::run_rows(src, src_pitch, rows, n, base, dt, index, row_stride);
+}
+
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS

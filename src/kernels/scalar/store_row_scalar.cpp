@@ -24,4 +24,9 @@ void scalar::store_row(const float* src, int64_t n, void* base, DataType dt, int
   }
 }
 
+void scalar::store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
+                        int64_t index, int64_t row_stride) {
+  for (int64_t i = 0; i < rows; ++i) scalar::store_row(src + i * src_pitch, n, base, dt, index + i * row_stride, 1);
+}
+
 }  // namespace convbwd::detail
