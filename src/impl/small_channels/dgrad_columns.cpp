@@ -4,11 +4,12 @@
 //                 output pixels, N = C * taps columns, reduction K)
 //   dx[c, i]    = sum over taps r with o*s - pad + r*d = i of T[o, (c, r)]
 //
-// The GEMM runs the 6x16 "strided" microkernel: six consecutive output
-// pixels against a 16-column block of packed weights, reduced over K. Its A
+// The GEMM runs the tier's "strided" microkernel (mr x nr from the kernel
+// config: 8x32 on AVX-512, 6x16 on AVX2): mr consecutive output pixels
+// against an nr-column block of packed weights, reduced over K. Its A
 // operand is a band of dy copied (converted, operand-rounded) into a blocked
-// [6-pixel tile][k][6] layout, so each reduction step reads 24 contiguous
-// bytes. Reading NCHW dy in place instead touched one new cache line per
+// [mr-pixel tile][k][mr] layout, so each reduction step reads mr contiguous
+// floats. Reading NCHW dy in place instead touched one new cache line per
 // step (one per channel), 512 lines per tile for wav2vec2's K = 512, and ran
 // at a third of PyTorch's speed there.
 //
@@ -38,7 +39,7 @@ namespace convbwd::detail::small_channels {
 namespace {
 
 // Output pixels per band: as many as keep T of a band within 256 KiB, in
-// whole 6-pixel tiles (so the blocked copy fills exactly a band): 408 for
+// whole mr-pixel tiles (so the blocked copy fills exactly a band): 408 for
 // the stem's 160 columns, a whole 3199-pixel image for wav2vec2's 16.
 // The reduction over K runs in chunks whose dy copy is at most 256 KiB (all
 // 64 channels of the stem; 20 of wav2vec2's 512), so each channel is read in
@@ -177,7 +178,7 @@ class DgradKernel final : public OpKernel {
   }
 
   // Converts dy channels [k0, k0 + kn), pixels [p0, p0 + np) of (n, g) into
-  // the blocked fp32 copy [tile][kn][6], zero past the band's last pixel.
+  // the blocked fp32 copy [tile][kn][mr], zero past the band's last pixel.
   void copy_band(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t p0, int64_t np,
                  float* dst) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);

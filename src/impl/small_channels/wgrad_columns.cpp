@@ -5,11 +5,12 @@
 //                   dy[n, g, k, o] * xcol[n, g, o, col]
 //   xcol[n, g, o, (c, r)] = x[n, g, c, o*s - pad + r*d]   (0 in the padding)
 //
-// A 6x16 tile is six output channels k by 16 columns (c, r). The "gather"
-// microkernel reads the six k as six dy channel planes (unit pixel stride in
-// NCHW: fp32 NCHW gradients are read in place; other dtypes, roundings and
-// layouts go through a chunk-sized planar copy) and the columns as one
-// 16-float row of the im2col block per pixel.
+// A tile is mr output channels k by nr columns (c, r) (the kernel config's
+// gather shape: 8x32 on AVX-512, 6x16 on AVX2). The "gather" microkernel
+// reads the mr k as mr dy channel planes (unit pixel stride in NCHW: fp32
+// NCHW gradients are read in place; other dtypes, roundings and layouts go
+// through a chunk-sized planar copy) and the columns as one nr-float row of
+// the im2col block per pixel.
 //
 // The pixels are walked in chunks of one image; each task builds the im2col
 // blocks of its own columns for the chunk (L1/L2 sized) and runs its tiles
