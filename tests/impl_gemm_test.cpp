@@ -178,6 +178,12 @@ TEST(ImplGemm, Bf16PairsInTheWeightGradients) {
   check("mb2ic9iw1101oc10kw5sw2dw1pw3_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
         Fill::small_ints);
   check("mb2ic7iw613oc5kw3pw1_dtbf16", Gradient::weight, Layout::channels_last, Layout::contiguous);
+  // Planar rows of unit stride take the adjacent-pair copy (the source's
+  // own words): rows past its 128-slot blocks, both column classes
+  // (dilation 3), and padding on either side.
+  check("mb2ic7iw613oc5kw3pw1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
+  check("mb2ic5iw517oc6kw3dw2pw2pwr1_dtbf16", Gradient::weight);
+  check("mb1ic40ih3iw300oc9kh2kw2ph1pw0_dtbf16", Gradient::weight, Layout::padded, Layout::contiguous);
   check("mb1ic5iw1501oc7kw3sw300pw1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
         Fill::small_ints);
   check("mb2ic21ih6iw9oc19kh3sh2ph1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,

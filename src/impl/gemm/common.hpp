@@ -234,6 +234,20 @@ struct PixelPairCopy {
   // As ImageCopy::copy_plane, with `scratch` (scratch_floats()) its own.
   void copy_plane(const void* base, int64_t n, int64_t plane, float* dst, float* scratch, bool zero_nonfinite = false,
                   bool* found = nullptr) const;
+
+ private:
+  // A block's stored plane when a slot's two columns are neighbours (step
+  // 1) in a planar source: each class's slots of a channel are then the
+  // source row's own 32-bit words from the class's first column, copied as
+  // they lie and moved to [slot][channel] by the fp32 converter's
+  // transpose, without the widening to fp32 and the pair merge of the
+  // general path (those made the copies 38% of WaveNet's bf16 weight
+  // gradient). block_row: the source index of the plane's first channel,
+  // before the row and column offsets.
+  void copy_adjacent_pairs(const uint16_t* base, int64_t block_row, int64_t nc, int64_t c_lo, int64_t c_hi,
+                           uint32_t* out, bool zero_nonfinite, bool* found) const;
+  static constexpr int64_t kMinAdjacentSlots = 64;
+  bool adjacent_pairs(const Strides& st) const;
 };
 
 // Packs `len` consecutive bf16 elements from src as pairs of neighbours into
