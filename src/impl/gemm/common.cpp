@@ -382,24 +382,16 @@ bool WeightPack::by_converter() const {
 
 void WeightPack::pack_by_converter(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst,
                                    bool zero_nonfinite, bool* found) const {
-  const int64_t s0 = v.strides[0], s1 = v.strides[1];
-  const int64_t col_step = transpose ? s1 : s0, red_step = transpose ? s0 : s1;
+  // Forward weights only (by_converter): columns are k, a row apart
+  // (col_step), and the reduced channels c (red_step) within a row.
+  const int64_t col_step = v.strides[0], red_step = v.strides[1];
   const int64_t nred = red(), nsteps = steps();
-  const int64_t first = v.offset + g * k * s0;
-  const char* const bytes = static_cast<const char*>(base);
-  const int64_t esize = size_of(v.dtype);
+  const int64_t first = v.offset + g * k * col_step;
   bool nonfinite = false;
   // Reduced channel q of a block's columns is a [ncols][taps] block of the
   // source with unit-stride taps, which the converter stores transposed,
-  // [tap][column], at the packed layout's pitch. q outermost, as in pack:
-  // with a transposed weight one q is one row of w, read front to back.
+  // [tap][column], at the packed layout's pitch.
   for (int64_t q = 0; q < nred; q += pairs ? 2 : 1) {
-    if (col_step == 1 && q + kPrefetchRows < nred) {
-      // Rows of a transposed weight are far apart; no prefetcher follows them.
-      const int64_t ahead = first + blk0 * nr + (q + kPrefetchRows) * red_step;
-      __builtin_prefetch(bytes + ahead * esize);
-      __builtin_prefetch(bytes + (ahead + std::min<int64_t>(nblk * nr, cols() - blk0 * nr) * taps - 1) * esize);
-    }
     for (int64_t b = 0; b < nblk; ++b) {
       const int64_t col0 = (blk0 + b) * nr, ncols = std::min<int64_t>(nr, cols() - col0);
       const int64_t src = first + col0 * col_step + q * red_step;
