@@ -140,8 +140,13 @@ class WgradKernel final : public OpKernel {
   // contiguously, and the converter's register transpose then moves the
   // rows into xcol: built in place, every element was a store nr floats
   // from the last (im2col was a third of the stem's weight gradient).
+  // pair_dst (pairs_): the block goes to pair_dst as [pair][nr] instead,
+  // each row's neighbouring pixels merged into words first (in dst's
+  // space) and those transposed, so no fp32 block is transposed and then
+  // repacked.
   void im2col(const void* x, const Strides& xs, DataType dtype, OperandRounding rounding, bool from_copy, int64_t n,
-              int64_t g, int64_t cb, int64_t pix0, int64_t np, float* dst, float* rows, bool zero_nonfinite) const {
+              int64_t g, int64_t cb, int64_t pix0, int64_t np, float* dst, float* rows, uint32_t* pair_dst,
+              bool zero_nonfinite) const {
     dispatch(dtype, rounding, [&]<DataType T, OperandRounding R>() {
       for (int64_t j = 0; j < nr_; ++j) {
         const int64_t col = cb * nr_ + j;
@@ -186,7 +191,15 @@ class WgradKernel final : public OpKernel {
         }
       }
     });
-    convert_(rows, DataType::f32, OperandRounding::none, 0, chunk_, 1, nr_, np, dst, nr_);
+    if (pair_dst == nullptr) {
+      convert_(rows, DataType::f32, OperandRounding::none, 0, chunk_, 1, nr_, np, dst, nr_);
+      return;
+    }
+    const int64_t steps = (np + 1) / 2;
+    uint32_t* const words = reinterpret_cast<uint32_t*>(dst);  // [nr][steps]
+    for (int64_t j = 0; j < nr_; ++j) pack_row_pairs(rows + j * chunk_, np, 1, words + j * steps);
+    convert_(words, DataType::f32, OperandRounding::none, 0, steps, 1, nr_, steps, reinterpret_cast<float*>(pair_dst),
+             nr_);
   }
 
   // Group g's channels of image n of x, converted once (operand rounding
@@ -297,13 +310,16 @@ class WgradKernel final : public OpKernel {
                 if (check && any_nonfinite_(ximg, c_ * sp_.x[0] * sp_.x[1] * copy_row_)) seen.b = true;
                 image_stamp = n * groups_ + g;
               }
-              im2col(ximg, xs, DataType::f32, OperandRounding::none, true, n, g, cb, pix0, len, xcol, xrows, false);
+              im2col(ximg, xs, DataType::f32, OperandRounding::none, true, n, g, cb, pix0, len, xcol, xrows,
+                     pairs_ ? xpair : nullptr, false);
             } else {
               im2col(args.b, xs, op_.b.dtype, op_.rounding, false, n, g, cb, pix0, len, xcol, xrows,
-                     args.zero_nonfinite);
-              if (check && any_nonfinite_(xcol, len * nr_)) seen.b = true;
+                     pairs_ ? xpair : nullptr, args.zero_nonfinite);
+              // im2col's fp32 rows, [nr][chunk_] (xcol holds words with pairs).
+              if (check)
+                for (int64_t j = 0; j < nr_; ++j)
+                  if (any_nonfinite_(xrows + j * chunk_, len)) seen.b = true;
             }
-            if (pairs_) pack_row_pairs(xcol, len, nr_, xpair);
             have_unit = unit;
           }
           const int64_t k0 = kt * mr_, kn = std::min<int64_t>(mr_, k_ - k0);
