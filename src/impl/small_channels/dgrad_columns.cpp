@@ -63,6 +63,7 @@ class DgradKernel final : public OpKernel {
     mr_ = family.mr;
     nr_ = family.nr;
     convert_ = cfg.to_channels_last;
+    store_row_ = cfg.store_row;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -376,11 +377,14 @@ class DgradKernel final : public OpKernel {
         for (int64_t i1 = 0; i1 < sp_.x[1]; ++i1) {
           const float* const arow = acc + ((c * sp_.x[0] + i0) * sp_.x[1] + i1) * acc_row_;
           const int64_t base = ds.offset + n * ds.n + (g * c_ + c) * ds.ch + i0 * ds.sp[0] + i1 * ds.sp[1];
+          // Phase f holds elements f, f + s2, ...: one row store each
+          // (the ISA's, sixteen conversions at a time for 16-bit outputs).
           for (int64_t f = 0; f < s2 && f < sp_.x[2]; ++f) {
-            const float* const phase = arow + f * u2_;
-            int64_t at = base + f * ds.sp[2];
-            for (int64_t i2 = f, u = 0; i2 < sp_.x[2]; i2 += s2, ++u, at += s2 * ds.sp[2])
-              store_one(dst, op_.dst.dtype, at, phase[u]);
+            const int64_t count = ceil_div(sp_.x[2] - f, s2);
+            if (op_.dst.dtype == DataType::f32)
+              store_row_f32(arow + f * u2_, count, static_cast<float*>(dst) + base + f * ds.sp[2], s2 * ds.sp[2]);
+            else
+              store_row_(arow + f * u2_, count, dst, op_.dst.dtype, base + f * ds.sp[2], s2 * ds.sp[2]);
           }
         }
   }
@@ -391,6 +395,7 @@ class DgradKernel final : public OpKernel {
   MicroKernel kern_ = nullptr;
   int64_t mr_ = 0, nr_ = 0;  // the kernel\'s tile: rows, and columns per block (kernel config)
   ToChannelsLast convert_ = nullptr;
+  StoreRow store_row_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0;
   int64_t pixels_ = 0, band_ = 0, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
   int64_t kc_ = 0, tacc_floats_ = 0, pack_floats_ = 0, slot_floats_ = 0;
