@@ -40,9 +40,8 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
   };
   // Read the source along its unit stride (pixels of a planar image,
   // channels of a channels-last one). Planar: two channel rows at a time are
-  // interleaved into 32-bit pairs (a loop the compiler vectorizes), and the
-  // fp32 converter's register transpose, which moves the words bit for bit,
-  // stores them pixel after pixel. (One scalar 32-bit store per pixel and
+  // interleaved into 32-bit pairs (a loop the compiler vectorizes), and
+  // transpose_words stores them pixel after pixel. (One scalar 32-bit store per pixel and
   // pair, cp words apart, was 16% of the bf16 1D k5 256 data gradient.)
   if (wstride == 1 && cstride != 1) {
     constexpr int64_t kPairs = 64, kPixels = 64;  // 16 KB of words, in L1
@@ -81,8 +80,7 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
             }
           }
         }
-        convert(words, DataType::f32, OperandRounding::none, 0, kPixels, 1, pn, wn,
-                o + w0 * cp + p0, cp);
+        transpose_words(convert, words, kPixels, pn, wn, reinterpret_cast<uint32_t*>(o + w0 * cp + p0), cp);
       }
     }
   } else {
@@ -227,15 +225,13 @@ void PixelPairCopy::copy_adjacent_pairs(const uint16_t* base, int64_t block_row,
         uint32_t* const w = words + c * kSlots;
         for (int64_t k = 0; k < sn; ++k) {
           const uint32_t x = w[k];
-          const bool bad_lo = (x & 0x7f80u) == 0x7f80u, bad_hi = (x & 0x7f800000u) == 0x7f800000u;
+          const bool bad_lo = bf16_nonfinite(static_cast<uint16_t>(x)),
+                     bad_hi = bf16_nonfinite(static_cast<uint16_t>(x >> 16));
           nonfinite |= static_cast<unsigned>(bad_lo) | static_cast<unsigned>(bad_hi);
           if (zero_nonfinite) w[k] = (bad_lo ? 0u : x & 0xffffu) | (bad_hi ? 0u : x & 0xffff0000u);
         }
       }
-    // [channel][slot] to [slot][channel], bit for bit, by the fp32
-    // converter's register transpose.
-    convert(words, DataType::f32, OperandRounding::none, 0, kSlots, 1, cp, sn, reinterpret_cast<float*>(out + s0 * cp),
-            cp);
+    transpose_words(convert, words, kSlots, cp, sn, out + s0 * cp, cp);  // [channel][slot] to [slot][channel]
   }
   if (found && nonfinite) *found = true;
 }
@@ -355,8 +351,7 @@ void pack_pixel_pair_panel(const uint16_t* src, int64_t cstride, int64_t nc, int
         const uint16_t* const row = src + (j0 + j) * cstride + 2 * t0;
         pack_pixel_pairs(row, std::min(len - 2 * t0, 2 * tn), words + j * kSlots);
       }
-      convert(words, DataType::f32, OperandRounding::none, 0, kSlots, 1, jn, tn,
-              reinterpret_cast<float*>(dst + t0 * pitch + j0), pitch);
+      transpose_words(convert, words, kSlots, jn, tn, dst + t0 * pitch + j0, pitch);
     }
   }
 }

@@ -239,16 +239,26 @@ struct PixelPairCopy {
   // A block's stored plane when a slot's two columns are neighbours (step
   // 1) in a planar source: each class's slots of a channel are then the
   // source row's own 32-bit words from the class's first column, copied as
-  // they lie and moved to [slot][channel] by the fp32 converter's
-  // transpose, without the widening to fp32 and the pair merge of the
-  // general path (those made the copies 38% of WaveNet's bf16 weight
-  // gradient). block_row: the source index of the plane's first channel,
-  // before the row and column offsets.
+  // they lie and moved to [slot][channel] by transpose_words, without the
+  // widening to fp32 and the pair merge of the general path (those made the
+  // copies 38% of WaveNet's bf16 weight gradient). block_row: the source
+  // index of the plane's first channel, before the row and column offsets.
   void copy_adjacent_pairs(const uint16_t* base, int64_t block_row, int64_t nc, int64_t c_lo, int64_t c_hi,
                            uint32_t* out, bool zero_nonfinite, bool* found) const;
   static constexpr int64_t kMinAdjacentSlots = 64;
   bool adjacent_pairs(const Strides& st) const;
 };
+
+// Moves a [rows][cols] block of 32-bit words (src row pitch src_pitch) to
+// dst[col * dst_pitch + row], bit for bit: the fp32 converter's register
+// transpose (`convert`) moves fp32 values as they are, NaN payloads
+// included, so it serves for bf16 pairs too. Every pair copy that lays
+// pairs out channel by channel and needs them pixel by pixel goes through it.
+inline void transpose_words(ToChannelsLast convert, const uint32_t* src, int64_t src_pitch, int64_t rows,
+                            int64_t cols, uint32_t* dst, int64_t dst_pitch) {
+  convert(src, DataType::f32, OperandRounding::none, 0, src_pitch, 1, rows, cols, reinterpret_cast<float*>(dst),
+          dst_pitch);
+}
 
 // Packs `len` consecutive bf16 elements from src as pairs of neighbours into
 // the (len + 1) / 2 slots dst[0 ..], a zero high half after an odd len: the
@@ -257,8 +267,7 @@ struct PixelPairCopy {
 // operands.
 void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst);
 // The same for nc rows (row j at src + j * cstride) side by side: slot t of
-// row j goes to dst[t * pitch + j], through the fp32 converter's register
-// transpose (`convert`), which moves 32-bit words bit for bit. (One scalar
+// row j goes to dst[t * pitch + j], through transpose_words. (One scalar
 // store per slot, pitch words apart, was 60% of the bf16 1x1 256->64 weight
 // gradient.)
 void pack_pixel_pair_panel(const uint16_t* src, int64_t cstride, int64_t nc, int64_t len, uint32_t* dst,

@@ -198,8 +198,7 @@ class WgradKernel final : public OpKernel {
     const int64_t steps = (np + 1) / 2;
     uint32_t* const words = reinterpret_cast<uint32_t*>(dst);  // [nr][steps]
     for (int64_t j = 0; j < nr_; ++j) pack_row_pairs(rows + j * chunk_, np, 1, words + j * steps);
-    convert_(words, DataType::f32, OperandRounding::none, 0, steps, 1, nr_, steps, reinterpret_cast<float*>(pair_dst),
-             nr_);
+    gemm::transpose_words(convert_, words, steps, nr_, steps, pair_dst, nr_);
   }
 
   // Group g's channels of image n of x, converted once (operand rounding
