@@ -209,11 +209,7 @@ class Nchw1x1Kernel final : public OpKernel {
       for (int64_t blk = 0; blk < blocks; ++blk) {
         uint32_t* const o = panel + blk * pitch + s * nr_;
         const int64_t p0 = blk * nr_, n = std::min<int64_t>(nr_, np - p0);
-        if (odd) {
-          for (int64_t j = 0; j < n; ++j) o[j] = even[p0 + j] | uint32_t{odd[p0 + j]} << 16;
-        } else {
-          for (int64_t j = 0; j < n; ++j) o[j] = even[p0 + j];
-        }
+        interleave_pair_rows(even + p0, odd ? odd + p0 : nullptr, n, o);
         std::fill(o + n, o + nr_, 0u);
       }
     }

@@ -268,12 +268,7 @@ class DgradKernel final : public OpKernel {
           if (2 * kk + 1 < kn) __builtin_prefetch(even + s.ch + kAheadPixels);
         }
         uint32_t* const o = w + kk * mr_;
-        if (2 * kk + 1 < kn) {
-          const uint16_t* const odd = even + s.ch;
-          for (int64_t i = 0; i < m; ++i) o[i] = uint32_t{even[i]} | uint32_t{odd[i]} << 16;
-        } else {
-          for (int64_t i = 0; i < m; ++i) o[i] = even[i];
-        }
+        gemm::interleave_pair_rows(even, 2 * kk + 1 < kn ? even + s.ch : nullptr, m, o);
         for (int64_t i = m; i < mr_; ++i) o[i] = 0;
       }
     }
