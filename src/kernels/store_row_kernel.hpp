@@ -49,26 +49,18 @@ struct StoreRowKernel {
     for (int64_t i = 0; i < rest; ++i) p[(j + i) * stride] = lanes[i];
   }
 
-  static void run_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
-                       int64_t index, int64_t row_stride) {
-    auto* const p = static_cast<uint16_t*>(base) + index;
-    switch (dt) {
-      case DataType::bf16:
-        for (int64_t i = 0; i < rows; ++i) narrow_row<DataType::bf16>(src + i * src_pitch, n, p + i * row_stride, 1);
-        return;
-      case DataType::f16:
-        for (int64_t i = 0; i < rows; ++i) narrow_row<DataType::f16>(src + i * src_pitch, n, p + i * row_stride, 1);
-        return;
-      default: scalar::store_rows(src, src_pitch, rows, n, base, dt, index, row_stride); return;
-    }
-  }
-
   static void run(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride) {
     switch (dt) {
       case DataType::bf16: narrow_row<DataType::bf16>(src, n, static_cast<uint16_t*>(base) + index, stride); return;
       case DataType::f16: narrow_row<DataType::f16>(src, n, static_cast<uint16_t*>(base) + index, stride); return;
       default: scalar::store_row(src, n, base, dt, index, stride); return;
     }
+  }
+
+  // StoreRows: run row by row, in the same call (the call per row was the cost).
+  static void run_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
+                       int64_t index, int64_t row_stride) {
+    for (int64_t i = 0; i < rows; ++i) run(src + i * src_pitch, n, base, dt, index + i * row_stride, 1);
   }
 };
 
