@@ -179,10 +179,12 @@ class WgradKernel final : public OpKernel {
             std::fill(q + o2a, q + a, 0.0f);
             if (from_copy) {
               // Phase f of the row; o2 reads its element o2 + u0 (u0 < 0 in
-              // the left padding, where o2 >= a keeps the index in the row).
+              // the left padding, where o2 >= a keeps the index in the row;
+              // with no pixel inside, a + u0 need not be in it: a fuzz
+              // finding, padding of 2^40).
               const float* const phase =
                   static_cast<const float*>(x) + (((c * sp_.x[0] + i0) * sp_.x[1] + i1) * copy_row_ + f * u2_);
-              std::copy(phase + (a + u0), phase + (b + u0), q + a);
+              if (b > a) std::copy(phase + (a + u0), phase + (b + u0), q + a);
             } else {
               const int64_t src = plane + i0 * xs.sp[0] + i1 * xs.sp[1] + t2 * xs.sp[2];
               for (int64_t o2 = a; o2 < b; ++o2) q[o2] = operand_value<R>(load<T>(x, src + o2 * step), zero_nonfinite);
