@@ -176,7 +176,7 @@ const char* const kShapes[] = {
 const char* const kDtypes[] = {"_dtbf16", "_dtbf16:f32:f32", "_dtf32:bf16:bf16", "_dtf16:bf16:f32"};
 
 // The fast-path families that kShapes must reach with bf16 and USE_FP16.
-const char* const kMustReach[] = {"depthwise_direct",     "depthwise_cl8",       "small_channels_dgrad",
+const char* const kMustReach[] = {"depthwise_direct",     "depthwise_cl",       "small_channels_dgrad",
                                   "small_channels_wgrad", "gemm_fwd_nhwc",       "gemm_dgrad_phase_nhwc",
                                   "gemm_wgrad_nhwc",      "gemm_fwd_1x1_nchw",   "gemm_dgrad_1x1_nchw",
                                   "gemm_wgrad_1x1_nchw",  "bias_reduce"};

@@ -1,4 +1,4 @@
-// The depthwise/grouped implementations (depthwise_cl8 for one channel per
+// The depthwise/grouped implementations (depthwise_cl for one channel per
 // group, depthwise_direct for the rest) against the reference: every op
 // (bwd_data, fwd for transposed, bwd_weights), 1D/2D/3D, stride, dilation,
 // asymmetric padding, width tails, group counts not a multiple of 8, every
@@ -14,7 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "impl/depthwise/depthwise_cl.hpp"
 #include "impl/implementation.hpp"
+#include "kernels/config.hpp"
 #include "impl/registry_entries.hpp"
 #include "numeric/float_formats.hpp"
 #include "reference/reference.hpp"
@@ -60,10 +62,13 @@ const char* const kGeometries[] = {
     "mb2g6ic12ih4iw9oc6kh2kw2sh2sw2_tr",
     "mb2g3ic3iw10oc3kw4sw3pw1dw1_tr",
     "mb1g2ic2id3ih4iw5oc4kd3kh3kw3sd2sh2sw2pd1ph1pw1_tr",
-    // One channel per group (depthwise_cl8): group counts around the 8-lane
-    // block, stride 3, stride above the kernel, taps beyond one register
-    // block (25), large trailing padding, 1D/3D and transposed.
+    // One channel per group (depthwise_cl): group counts around the 8- and
+    // 16-lane blocks, stride 3, stride above the kernel, taps beyond one
+    // register block (25), large trailing padding, 1D/3D and transposed.
     "mb2g16ic16ih14iw14oc16kh3kw3sh2sw2ph1pw1",
+    "mb2g24ic24ih5iw21oc24kh3kw3ph1pw1",
+    "mb1g31ic31ih4iw17oc31kh3kw3sh2sw2ph1pw1",
+    "mb1g33ic33iw40oc33kw5pw2",
     "mb1g9ic9ih7iw30oc9kh3kw3sh3sw3ph1pw2",
     "mb1g17ic17ih6iw9oc17kh3kw3ph1pw1",
     "mb1g8ic8ih9iw11oc8kh5kw5ph2pw2",
@@ -74,7 +79,7 @@ const char* const kGeometries[] = {
     "mb1g8ic8ih7iw9oc8kh3kw3dh1dw2ph2pw3phr0pwr1",
     "mb2g9ic9ih5iw6oc9kh3kw3sh2sw2ph1pw1_tr",
     "mb1g8ic8ih4iw10oc8kh3kw4sh3sw3ph2pw1_tr",
-    // 6 to 8 channels per group on each side (depthwise_cl8, grouped mode):
+    // 6 to 8 channels per group on each side (depthwise_cl, grouped mode):
     // ResNeXt's 8 -> 8, out-channel blocks of 4 with a remainder (6), 7
     // channels (a lane unused), 25 taps, strides, 3D and transposed.
     "mb2g2ic16ih6iw11oc16kh3kw3ph1pw1",
@@ -88,7 +93,7 @@ const char* const kGeometries[] = {
 };
 
 // One channel per group, or 6 to 8 on each side (the lanes mostly filled).
-bool takes_cl8(const detail::Geometry& g) {
+bool takes_cl(const detail::Geometry& g) {
   return (g.c == 1 && g.k == 1) || (g.c >= 6 && g.c <= 8 && g.k >= 6 && g.k <= 8);
 }
 
@@ -99,8 +104,8 @@ bool takes_cl8(const detail::Geometry& g) {
 std::string expected_impl(const Problem& p) {
   auto s = detail::validate(p);
   if (!s) return "invalid";
-  if (!takes_cl8(s.value().op_for(Gradient::weight).geo)) return "depthwise_direct";
-  return p.transposed ? "depthwise_cl8" : "depthwise_cl8_fused";
+  if (!takes_cl(s.value().op_for(Gradient::weight).geo)) return "depthwise_direct";
+  return p.transposed ? "depthwise_cl" : "depthwise_cl_fused";
 }
 
 Problem parse(const std::string& d) {
@@ -179,9 +184,9 @@ TEST(DepthwiseDirect, StridedViews) {
 // paths in every dtype.
 TEST(DepthwiseDirect, SuiteRowsPickDepthwise) {
   const std::pair<const char*, const char*> kRows[] = {
-      {"mb8g144ic144ih56oc144kh3ph1", "depthwise_cl8_fused"},
-      {"mb8g192ic192ih28oc192kh3sh2ph1", "depthwise_cl8_fused"},
-      {"mb8g32ic256ih28oc256kh3ph1", "depthwise_cl8_fused"},
+      {"mb8g144ic144ih56oc144kh3ph1", "depthwise_cl_fused"},
+      {"mb8g192ic192ih28oc192kh3sh2ph1", "depthwise_cl_fused"},
+      {"mb8g32ic256ih28oc256kh3ph1", "depthwise_cl_fused"},
   };
   for (const auto& [desc, impl] : kRows)
     for (const char* sfx : {"", "_dtbf16", "_dtf16"}) {
@@ -194,7 +199,7 @@ TEST(DepthwiseDirect, SuiteRowsPickDepthwise) {
 }
 
 // The fused pass keeps each gradient's summation order, so it must give the
-// bits of one plan per gradient (the unfused depthwise_cl8 kernels and
+// bits of one plan per gradient (the unfused depthwise_cl kernels and
 // bias_reduce) exactly: every channel-blocked geometry, narrow dtypes and
 // roundings, strided views, 1 and 3 threads.
 TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
@@ -238,7 +243,7 @@ TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
           Problem p = parse(std::string(geo) + sfx);
           auto s = detail::validate(p);
           ASSERT_TRUE(s);
-          if (p.transposed || !takes_cl8(s.value().op_for(Gradient::weight).geo)) continue;
+          if (p.transposed || !takes_cl(s.value().op_for(Gradient::weight).geo)) continue;
           SCOPED_TRACE(p.descriptor() + " " + to_string(layout) + " threads " + std::to_string(threads));
           set_num_threads(threads);
           std::mt19937_64 rng(11);
@@ -255,10 +260,10 @@ TEST(DepthwiseDirect, FusedPassMatchesOnePlanPerGradientBitForBit) {
           p.grad_input = dx.desc;
           p.grad_weight = dw.desc;
           p.grad_bias = db.desc;
-          const Outputs all = run(p, go, in, w, dx, dw, db, {true, true, true}, "depthwise_cl8_fused");
-          const Outputs two = run(p, go, in, w, dx, dw, db, {true, true, false}, "depthwise_cl8_fused");
-          const Outputs one = run(p, go, in, w, dx, dw, db, {true, false, false}, "depthwise_cl8");
-          const Outputs other = run(p, go, in, w, dx, dw, db, {false, true, true}, "depthwise_cl8");
+          const Outputs all = run(p, go, in, w, dx, dw, db, {true, true, true}, "depthwise_cl_fused");
+          const Outputs two = run(p, go, in, w, dx, dw, db, {true, true, false}, "depthwise_cl_fused");
+          const Outputs one = run(p, go, in, w, dx, dw, db, {true, false, false}, "depthwise_cl");
+          const Outputs other = run(p, go, in, w, dx, dw, db, {false, true, true}, "depthwise_cl");
           EXPECT_TRUE(all.input == one.input && two.input == one.input) << "gradInput differs";
           EXPECT_TRUE(all.weight == other.weight && two.weight == other.weight) << "gradWeight differs";
           EXPECT_TRUE(all.bias == other.bias) << "gradBias differs";
@@ -347,10 +352,10 @@ struct Direct {
 };
 
 // The implementations that take a problem: depthwise_direct always, and
-// depthwise_cl8 where it does (so both stay covered there).
+// depthwise_cl where it does (so both stay covered there).
 std::vector<const detail::Implementation*> impls_for(const Direct& d) {
   std::vector<const detail::Implementation*> v{&detail::kDepthwiseDirectImpl};
-  if (takes_cl8(d.spec.op_for(Gradient::weight).geo)) v.push_back(&detail::kDepthwiseClImpl);
+  if (takes_cl(d.spec.op_for(Gradient::weight).geo)) v.push_back(&detail::kDepthwiseClImpl);
   return v;
 }
 
@@ -400,6 +405,38 @@ TEST(DepthwiseDirect, ThreadCountDoesNotChangeBits) {
           EXPECT_TRUE(f.run(g, isa, 2, pool, m) == f.run(g, isa, 3, pool, m)) << geo << " grad " << static_cast<int>(g) << " " << m.name << " " << tier_name(isa);
         }
   }
+}
+
+// On a tier with two channel-block widths (AVX-512: 16 and 8 lanes) the
+// thread count picks one (depthwise_cl_kernels_for), so both must give the
+// same bits: every geometry whose choice differs between 1 and 2 threads, on
+// data whose sums round, both gradients, narrow dtypes and strided views.
+TEST(DepthwiseDirect, WideAndNarrowChannelBlocksGiveTheSameBits) {
+  detail::ThreadPool pool(2);
+  int tiers = 0;
+  for (Isa isa : test_isas()) {
+    const detail::DepthwiseKernels& k = detail::kernel_config(isa).depthwise;
+    if (k.cl_narrow.lanes == 0) continue;
+    ++tiers;
+    int flipping = 0;
+    for (const char* geo : kGeometries) {
+      const detail::Geometry g = Direct(geo, Layout::contiguous, Fill::small_ints).spec.op_for(Gradient::weight).geo;
+      if (g.c != 1 || g.k != 1) continue;
+      if (detail::depthwise_cl_kernels_for(false, g.groups, 1, k).lanes ==
+          detail::depthwise_cl_kernels_for(false, g.groups, 2, k).lanes)
+        continue;
+      ++flipping;
+      Direct d(std::string(geo) + "_dtf16:f32:bf16", Layout::contiguous, Fill::uniform);
+      Direct f(geo, Layout::padded, Fill::uniform);
+      for (Gradient gr : {Gradient::input, Gradient::weight}) {
+        const auto& m = detail::kDepthwiseClImpl;
+        EXPECT_TRUE(d.run(gr, isa, 1, pool, m) == d.run(gr, isa, 2, pool, m)) << geo << " " << tier_name(isa);
+        EXPECT_TRUE(f.run(gr, isa, 1, pool, m) == f.run(gr, isa, 2, pool, m)) << geo << " " << tier_name(isa);
+      }
+    }
+    EXPECT_GE(flipping, 5) << tier_name(isa);
+  }
+  if (tiers == 0) GTEST_SKIP() << "no tier here has two channel-block widths";
 }
 
 // An Inf in an image column that no output reads stays out of gradWeight:

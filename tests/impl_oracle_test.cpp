@@ -204,18 +204,18 @@ TEST(ImplOracle, DepthwiseChannelBlockedFused) {
   // All three gradients together: one fused pass.
   check_all({
       {Conv(2, 16, 16, {10, 9}, {3, 5}).stride({3, 2}).dil({1, 3}).pad({3, 1}, {1, 4}).groups(16),
-       {"depthwise_cl8_fused", "depthwise_cl8_fused", "depthwise_cl8_fused"}},
+       {"depthwise_cl_fused", "depthwise_cl_fused", "depthwise_cl_fused"}},
       {Conv(2, 12, 12, {37}, {4}).stride({3}).dil({3}).pad({4}, {2}).groups(12),
-       {"depthwise_cl8_fused", "depthwise_cl8_fused", "depthwise_cl8_fused"}},
+       {"depthwise_cl_fused", "depthwise_cl_fused", "depthwise_cl_fused"}},
       {Conv(1, 9, 9, {5, 6, 7}, {3, 2, 3}).stride({1, 3, 2}).dil({3, 1, 1}).pad({3, 0, 1}, {1, 2, 0}).groups(9),
-       {"depthwise_cl8_fused", "depthwise_cl8_fused", "depthwise_cl8_fused"}},
+       {"depthwise_cl_fused", "depthwise_cl_fused", "depthwise_cl_fused"}},
       // Transposed: its data gradient is a forward convolution, which the
       // fused pass does not take.
       {Conv(2, 10, 10, {5, 6}, {3, 3}).stride({3, 2}).dil({1, 3}).pad({1, 3}, {2, 0}).groups(10).transposed({2, 1}),
-       {"depthwise_cl8", "depthwise_cl8", kBias}},
+       {"depthwise_cl", "depthwise_cl", kBias}},
       // Groups of 8 -> 7 channels.
       {Conv(2, 16, 14, {8, 9}, {3, 3}).stride({2, 1}).dil({1, 3}).pad({0, 3}, {2, 1}).groups(2),
-       {"depthwise_cl8_fused", "depthwise_cl8_fused", "depthwise_cl8_fused"}},
+       {"depthwise_cl_fused", "depthwise_cl_fused", "depthwise_cl_fused"}},
   });
 }
 
@@ -224,10 +224,10 @@ TEST(ImplOracle, DepthwiseChannelBlockedAlone) {
   const ConvParams tr3 =
       Conv(1, 9, 9, {4, 5, 3}, {3, 2, 3}).stride({3, 1, 2}).dil({1, 3, 1}).pad({3, 0, 1}, {1, 2, 0}).groups(9).transposed({1, 0, 1});
   check_all({
-      {dw2, {"depthwise_cl8", nullptr, nullptr}},
-      {dw2, {nullptr, "depthwise_cl8", nullptr}},
-      {tr3, {"depthwise_cl8", nullptr, kBias}},
-      {tr3, {nullptr, "depthwise_cl8", kBias}},
+      {dw2, {"depthwise_cl", nullptr, nullptr}},
+      {dw2, {nullptr, "depthwise_cl", nullptr}},
+      {tr3, {"depthwise_cl", nullptr, kBias}},
+      {tr3, {nullptr, "depthwise_cl", kBias}},
   });
 }
 

@@ -160,11 +160,11 @@ std::vector<Routed> routed_cases() {
       {Conv(2, 3, 18, {9, 12}, {3, 5}).stride({3, 1}).dil({1, 3}).pad({3, 0}, {1, 4}),
        {"small_channels_dgrad", "small_channels_wgrad", kBias}},
       {Conv(2, 16, 16, {9, 10}, {3, 3}).stride({3, 1}).dil({1, 3}).pad({3, 0}, {1, 3}).groups(16),
-       {"depthwise_cl8_fused", "depthwise_cl8_fused", nullptr}},  // (the fused bias sum only without rounding)
+       {"depthwise_cl_fused", "depthwise_cl_fused", nullptr}},  // (the fused bias sum only without rounding)
       {Conv(2, 16, 16, {9, 10}, {3, 3}).stride({3, 1}).dil({1, 3}).pad({3, 0}, {1, 3}).groups(16),
-       {"depthwise_cl8", nullptr, kBias}},
+       {"depthwise_cl", nullptr, kBias}},
       {Conv(2, 16, 16, {9, 10}, {3, 3}).stride({3, 1}).dil({1, 3}).pad({3, 0}, {1, 3}).groups(16),
-       {nullptr, "depthwise_cl8", nullptr}},
+       {nullptr, "depthwise_cl", nullptr}},
       {Conv(2, 6, 9, {8, 9}, {3, 3}).stride({2, 3}).dil({3, 1}).pad({0, 3}, {3, 1}).groups(3),
        {"depthwise_direct", "depthwise_direct", kBias}},
   };
@@ -260,9 +260,9 @@ const Sweep kSweeps[] = {
     {"gemm_wgrad_nhwc", &detail::kGemmBwdWeightsImpl, Shape::wgrad_dy, 16},
     {"gemm_wgrad_1x1_nchw", &detail::kGemm1x1BwdWeightsImpl, Shape::wgrad_dy, 64},
     {"small_channels_wgrad", &detail::kSmallChannelsBwdWeightsImpl, Shape::wgrad_dy, 4},
-    {"depthwise_cl8", &detail::kDepthwiseClImpl, Shape::depthwise, 64},
+    {"depthwise_cl", &detail::kDepthwiseClImpl, Shape::depthwise, 64},
     {"depthwise_direct", &detail::kDepthwiseDirectImpl, Shape::depthwise, 64},
-    {"depthwise_cl8 weights", &detail::kDepthwiseClImpl, Shape::depthwise_wgrad_x, 1},
+    {"depthwise_cl weights", &detail::kDepthwiseClImpl, Shape::depthwise_wgrad_x, 1},
     {"depthwise_direct weights", &detail::kDepthwiseDirectImpl, Shape::depthwise_wgrad_x, 1},
 };
 

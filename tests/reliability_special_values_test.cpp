@@ -139,7 +139,7 @@ const char* const kShapes[] = {
 
 // The implementations kShapes must reach: each one's special-value handling
 // is exercised (under CONVBWD_ISA=scalar too, via the isa label).
-const char* const kMustReach[] = {"depthwise_direct",      "depthwise_cl8",         "depthwise_cl8_fused",
+const char* const kMustReach[] = {"depthwise_direct",      "depthwise_cl",         "depthwise_cl_fused",
                                   "small_channels_dgrad",  "small_channels_wgrad",  "gemm_fwd_nhwc",
                                   "gemm_dgrad_phase_nhwc", "gemm_wgrad_nhwc"};
 

@@ -20,10 +20,10 @@ extern const Implementation kGemm1x1BwdWeightsImpl;  // src/impl/gemm
 extern const Implementation kFp8FwdDirectImpl;   // src/impl/fp8_direct
 extern const Implementation kReferenceImpl;
 
-// Fusions (see FusedKernel). depthwise_cl8's data and weight gradients of one
+// Fusions (see FusedKernel). depthwise_cl's data and weight gradients of one
 // depthwise or grouped layer in one pass over gradOutput, and its bias
 // gradient too where bias_reduce's order allows; null unless both kernels
-// are depthwise_cl8's, of one problem (src/impl/depthwise).
+// are depthwise_cl's, of one problem (src/impl/depthwise).
 std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKernel& weights, const OpKernel* bias);
 
 }  // namespace convbwd::detail

@@ -24,13 +24,22 @@ struct DwClPlan;
 struct DwClFusedPlan;
 struct BiasPlan;
 
+// The channel-blocked depthwise kernels (depthwise_cl) of one width.
+struct DwClKernels {
+  int lanes = 0;  // channels per block (DwClPlan::lanes); 0: no such kernels
+  unsigned (*task)(const DwClPlan&, const void* a, const void* b, void* dst, int64_t task, float* scratch) = nullptr;
+  bool (*fused)(const DwClFusedPlan&, const void* dy, const void* x, const void* w, void* const* dst, int64_t block,
+                float* scratch) = nullptr;
+};
+
 struct DepthwiseKernels {
   int lanes = 8;  // floats per vector the kernels tile by: plan-time sizes follow it
   void (*task)(const DwPlan&, const void* a, const void* b, void* dst, int64_t task, float* scratch) = nullptr;
-  unsigned (*cl_task)(const DwClPlan&, const void* a, const void* b, void* dst, int64_t task,
-                      float* scratch) = nullptr;
-  bool (*cl_fused)(const DwClFusedPlan&, const void* dy, const void* x, const void* w, void* const* dst,
-                   int64_t block, float* scratch) = nullptr;
+  DwClKernels cl;
+  // 8-channel blocks for a tier whose `cl` is wider, where the wider
+  // block's planes would not stay in L2 (plan_depthwise_cl says when);
+  // lanes 0 elsewhere.
+  DwClKernels cl_narrow = {};
 };
 
 struct BiasKernels {

@@ -28,7 +28,7 @@
   void bias_task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);               \
   }
 
-// The channel-blocked depthwise kernels (depthwise_cl8: kDwClLanes channels).
+// The channel-blocked depthwise kernels (depthwise_cl: one channel per lane).
 #define CONVBWD_DECLARE_TIER_DWCL_KERNELS(ns)                                                            \
   namespace convbwd::detail::ns {                                                                      \
   unsigned depthwise_cl_task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t task, \
@@ -49,26 +49,26 @@
         {MR, NR, &ns::f32_gemm_##gemm_shape##_gather, &ns::f32_gemm_##gemm_shape##_strided,                 \
          "f32_gemm_" #gemm_shape "_" #ns},                                                                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
-        {8, &ns::depthwise_task, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}, {8, &ns::bias_task},       \
+        {8, &ns::depthwise_task, {8, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}}, {8, &ns::bias_task}, \
         {}, {}, {}, &ns::store_rows                                                                         \
   }
 
 // The AVX-512 tier from namespace ns (avx512, or avx512_emu in the tests):
-// 8x32 GEMM tiles (why: kernels/avx512/f32_gemm_avx512.cpp), depthwise_direct
-// and the bias sums at 16 lanes. The channel-blocked depthwise
-// kernels stay AVX2's 8-channel bodies (they run on every AVX-512 CPU): a
-// 16-channel block would halve the blocks of a 96-channel layer (6 of 16
-// instead of 12 of 8) and waste lanes on 24- or 40-channel ones, so it waits
-// for a measurement. Their fused pass sums gradBias in the bias plan's own
-// lane order (DwClFusedPlan::bias_lanes), so it matches this tier's
-// bias_reduce.
+// 8x32 GEMM tiles (why: kernels/avx512/f32_gemm_avx512.cpp), the depthwise
+// kernels and the bias sums at 16 lanes, with AVX2's 8-channel blocks beside
+// the 16-channel ones of the channel-blocked depthwise kernels (they give the
+// same bits; depthwise_cl_kernels_for in src/impl/depthwise says which runs).
+// Their fused pass sums gradBias in the bias plan's own lane order
+// (DwClFusedPlan::bias_lanes), so it matches this tier's bias_reduce.
 #define CONVBWD_AVX512_TIER_CONFIG(ns, is_emulated)                                                            \
   ::convbwd::detail::KernelConfig {                                                                            \
     ::convbwd::detail::Isa::avx512, is_emulated,                                                               \
         {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns},                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                             \
-        {16, &ns::depthwise_task, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}, {16, &ns::bias_task},    \
-        {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12},            \
+        {16, &ns::depthwise_task, {16, &ns::depthwise_cl_task, &ns::depthwise_cl_fused},                       \
+         {8, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}},                                            \
+        {16, &ns::bias_task},                                                                                  \
+        {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12},          \
         {}, {}, &ns::store_rows                                                                                \
   }
 
@@ -78,6 +78,8 @@ CONVBWD_DECLARE_TIER_GEMM(avx512, 8x32)
 CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 8x32)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)
+CONVBWD_DECLARE_TIER_DWCL_KERNELS(avx512)
+CONVBWD_DECLARE_TIER_DWCL_KERNELS(avx512_emu)
 
 // The bf16 pair kernels (kernels/gemm.hpp) of the tiers with vdpbf16ps.
 #define CONVBWD_DECLARE_BF16_GEMM_KERNELS(ns, gemm_shape)   \

@@ -34,7 +34,7 @@ namespace {
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 // Strides, paddings and dilations: mostly small, else a power of two up to
-// 2^62 (the depthwise_cl8 failures began at 2^56) or the values next to 2^63.
+// 2^62 (the depthwise_cl failures began at 2^56) or the values next to 2^63.
 int64_t extreme(Bytes& b, int64_t min) {
   const uint8_t k = b.u8();
   if (k < 128) return min + k % 4;

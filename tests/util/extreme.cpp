@@ -43,7 +43,7 @@ std::vector<Problem> extreme_problems() {
   auto add = [&](const Geo& g) {
     if (auto p = make_problem(g)) out.push_back(*p);
   };
-  // Issue 18's depthwise_cl8 findings: wrong values with a stride and top
+  // Issue 18's depthwise_cl findings: wrong values with a stride and top
   // padding of 2^63-1, a segfault with (2^63-1)/2 and 2^63-2.
   add({.in = {2, 6}, .kernel = {1, 1}, .stride = {kMax, 1}, .pad_before = {kMax, 0}, .pad_after = {0, 0},
        .dilation = {1, 1}, .transposed = true});

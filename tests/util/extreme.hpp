@@ -29,7 +29,7 @@ struct Geo {
 std::optional<Problem> make_problem(const Geo& g);
 
 // Small tensors with strides, paddings and dilations from 2^31 to 2^63-1
-// (the depthwise_cl8 findings of issue 18 among them), every rank, normal
+// (the depthwise_cl findings of issue 18 among them), every rank, normal
 // and transposed, depthwise, 8-channel groups and dense: cheap to execute
 // and to check against the reference.
 std::vector<Problem> extreme_problems();

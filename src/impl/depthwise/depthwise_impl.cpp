@@ -10,6 +10,7 @@
 
 #include "kernels/config.hpp"
 #include "impl/bias/bias_plan.hpp"
+#include "impl/depthwise/depthwise_cl.hpp"
 #include "kernels/depthwise/depthwise_cl_plan.hpp"
 #include "kernels/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
@@ -262,12 +263,10 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   return std::make_unique<DepthwiseKernel>(p, kernels.task, threads);
 }
 
-using ClTaskFn = unsigned (*)(const DwClPlan&, const void*, const void*, void*, int64_t, float*);
-
 class DepthwiseClKernel final : public OpKernel {
  public:
-  DepthwiseClKernel(DwClPlan p, ClTaskFn fn, Isa isa, int threads)
-      : p_(std::move(p)), fn_(fn), isa_(isa), threads_(threads) {
+  DepthwiseClKernel(DwClPlan p, const DwClKernels& kernels, Isa isa, int threads)
+      : p_(std::move(p)), kernels_(kernels), isa_(isa), threads_(threads) {
     // The variants are built here, so that execute copies nothing (the plan
     // holds vectors: a copy would allocate).
     p_nonfinite_ = p_;
@@ -285,7 +284,8 @@ class DepthwiseClKernel final : public OpKernel {
     const DwClPlan& p = args.zero_nonfinite ? p_nonfinite_ : args.found ? p_report_ : p_;
     NonfiniteSeen seen;
     pool.parallel_for(p_.tasks, threads_, [&](int64_t t, int th) {
-      const unsigned f = fn_(p, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
+      const unsigned f =
+          kernels_.task(p, args.a, args.b, args.dst, t, ws + static_cast<size_t>(th) * p_.scratch_floats);
       seen.add((f & kNonfiniteA) != 0, (f & kNonfiniteB) != 0);
     });
     seen.report(args.found);
@@ -293,6 +293,7 @@ class DepthwiseClKernel final : public OpKernel {
 
   // For fuse_depthwise_cl.
   const DwClPlan& reporting_plan() const { return p_report_; }
+  const DwClKernels& kernels() const { return kernels_; }
   Isa isa() const { return isa_; }
   int threads() const { return threads_; }
 
@@ -300,21 +301,20 @@ class DepthwiseClKernel final : public OpKernel {
   // p_nonfinite_ reads NaN and +-Inf as 0 (OpArgs::zero_nonfinite);
   // p_report_ checks for them (OpArgs::found).
   DwClPlan p_, p_nonfinite_, p_report_;
-  ClTaskFn fn_;
+  DwClKernels kernels_;
   Isa isa_;
   int threads_;
 };
 
-using ClFusedFn = bool (*)(const DwClFusedPlan&, const void*, const void*, const void*, void* const*, int64_t,
-                           float*);
+using ClFusedFn = decltype(DwClKernels::fused);
 
-// depthwise_cl8's gradients in one pass: one task per channel block over
+// depthwise_cl's gradients in one pass: one task per channel block over
 // every image (the weight gradient's tasks), each image's dy plane packed
 // once for all of them (see DwClKernel::fused).
 class DepthwiseClFusedKernel final : public FusedKernel {
  public:
   DepthwiseClFusedKernel(DwClFusedPlan p, ClFusedFn fn, int threads) : p_(std::move(p)), fn_(fn), threads_(threads) {}
-  std::string_view name() const override { return "depthwise_cl8_fused"; }
+  std::string_view name() const override { return "depthwise_cl_fused"; }
   size_t workspace_bytes() const override { return p_.scratch_floats() * sizeof(float) * static_cast<size_t>(threads_); }
   std::array<bool, 3> covers() const override { return {true, true, p_.bias}; }
   bool run(const FusedArgs& args, ThreadPool& pool) const override {
@@ -334,10 +334,39 @@ class DepthwiseClFusedKernel final : public FusedKernel {
   int threads_;
 };
 
-// Grouped layers take the channel-blocked path when a group's channels fill
-// at least 6 of the 8 lanes on both sides (ResNeXt: 8 -> 8); smaller groups
-// waste lanes there and vectorize better along the rows (depthwise_direct).
-constexpr int64_t kClMinGroup = 6;
+// Grouped layers take the channel-blocked path when a group has 6 to 8
+// channels on both sides (ResNeXt: 8 -> 8), in 8-lane blocks (see
+// depthwise_cl_kernels_for), whose lanes they fill at least 6 of. Smaller
+// groups waste lanes there and vectorize better along the rows
+// (depthwise_direct).
+constexpr int64_t kClMinGroup = 6, kClMaxGroup = 8;
+
+// The least time a tier's wide channel blocks save per lane over its 8-lane
+// ones (see depthwise_cl_kernels_for).
+constexpr double kClWideGain = 1.1;
+
+}  // namespace
+
+// The channel-blocked kernels for a layer, on a tier that has two widths.
+// Grouped layers take the 8-lane ones: their at most 8 channels per group
+// would fill half of a 16-lane vector (ResNeXt g32 ran 0.90x in 16 lanes).
+// Depthwise layers take the wide blocks unless the fused pass's tasks (one
+// per block) would then leave threads idle for longer than the wide kernels
+// gain: one 16-lane block took 1.03x-1.32x less time than two 8-lane ones
+// (1 thread, 7x7 to 112x112 planes, 1D and 3D), but 144 channels make 9
+// blocks of 16 for 2 threads, 5 rounds against 4.5 (0.88x measured). The
+// two widths give the same bits, so choosing by the thread count keeps
+// results independent of it.
+const DwClKernels& depthwise_cl_kernels_for(bool grouped, int64_t groups, int threads, const DepthwiseKernels& k) {
+  if (k.cl_narrow.lanes == 0) return k.cl;
+  if (grouped) return k.cl_narrow;
+  auto rounds = [&](int64_t lanes) { return ((groups + lanes - 1) / lanes + threads - 1) / threads; };
+  const double wide = static_cast<double>(rounds(k.cl.lanes) * k.cl.lanes);
+  const double narrow = static_cast<double>(rounds(k.cl_narrow.lanes) * k.cl_narrow.lanes);
+  return wide <= kClWideGain * narrow ? k.cl : k.cl_narrow;
+}
+
+namespace {
 
 // Channel-blocked plan for depthwise and small-group layers (see
 // kernels/depthwise/depthwise_cl_plan.hpp).
@@ -345,7 +374,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
   const bool grouped = !(g.c == 1 && g.k == 1);
-  if (grouped && !(g.c >= kClMinGroup && g.c <= kDwClLanes && g.k >= kClMinGroup && g.k <= kDwClLanes)) {
+  if (grouped && !(g.c >= kClMinGroup && g.c <= kClMaxGroup && g.k >= kClMinGroup && g.k <= kClMaxGroup)) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
            " channels; this path takes one channel per group, or 6 to 8 on each side";
     return nullptr;
@@ -359,12 +388,16 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   // Strides or paddings of 2^56 and more overflowed the padded plane's
   // extents below (wrong results, reads out of bounds).
   if (!tap_indices_fit(g, why)) return nullptr;
+  const int threads = std::max(1, ctx.threads);
+  const DwClKernels& kernels = depthwise_cl_kernels_for(grouped, g.groups, threads, kernel_config(ctx.isa).depthwise);
+  const int64_t W = kernels.lanes;
   DwClPlan p;
+  p.lanes = W;
   p.op = op.op;
   p.rounding = op.rounding;
   p.n = g.n;
   p.groups = g.groups;
-  p.blocks = grouped ? g.groups : (g.groups + kDwClLanes - 1) / kDwClLanes;
+  p.blocks = grouped ? g.groups : (g.groups + W - 1) / W;
   p.grouped = grouped;
   p.cg = g.c;
   p.kg = g.k;
@@ -398,9 +431,8 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   p.a = view_of(op.a, sp);
   p.b = view_of(op.b, sp);
   p.dst = view_of(op.dst, sp);
-  const int64_t W = kDwClLanes;
-  p.yw8 = dw_round_up(p.yw, W);
-  p.xw8 = dw_round_up(p.xw, W);
+  p.yw_round = dw_round_up(p.yw, W);
+  p.xw_round = dw_round_up(p.xw, W);
   // Padded extent of x read by the taps: (y-1)*s + (k-1)*d + 1.
   auto xspan = [](int64_t y, int64_t s, int64_t k, int64_t d) { return (y - 1) * s + (k - 1) * d + 1; };
   // dy leading padding A = ceil(max(0, (k-1)*d - p) / s), so that every tap
@@ -420,8 +452,8 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     p.srcd = p.yd;
     p.srch = p.yh;
     p.srcw = p.yw;
-    p.srcw8 = p.yw8;
-    p.rw = std::max(lw, p.bw + p.srcw8);
+    p.srcw_round = p.yw_round;
+    p.rw = std::max(lw, p.bw + p.srcw_round);
     for (int64_t q = 0; q < p.sw; ++q) {
       // dx columns i = m*sw + q - pw in [0, xw).
       const int64_t lo = q >= p.pw ? 0 : (p.pw - q + p.sw - 1) / p.sw;
@@ -447,8 +479,8 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     p.srcd = p.xd;
     p.srch = p.xh;
     p.srcw = p.xw;
-    p.srcw8 = p.xw8;
-    p.rw = std::max(lw, p.bw + p.srcw8);
+    p.srcw_round = p.xw_round;
+    p.rw = std::max(lw, p.bw + p.srcw_round);
     // Each tap's offset lies inside the padded plane, so the plane's size
     // bounds them: check it first (a fuzz finding: 2^31 * 2^36 overflowed).
     if (!(Checked(p.ld) * p.lh * p.rw * W).ok()) {
@@ -460,19 +492,18 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
         for (int64_t r = 0; r < p.kw; ++r)
           p.toff.push_back(((rd * p.dd * p.lh + rh * p.dh) * p.rw + r * p.dw) * W);
   }
-  const int threads = std::max(1, ctx.threads);
   p.tasks = op.op == Op::bwd_weights ? p.blocks : p.n * p.blocks;
   p.ahead = threads;
   ScratchLayout layout;
   const bool wgrad = op.op == Op::bwd_weights;
-  const int64_t out_row = op.op == Op::fwd ? p.yw8 : p.xw8;
+  const int64_t out_row = op.op == Op::fwd ? p.yw_round : p.xw_round;
   p.off_in = layout.region(Checked(p.ld) * p.lh * p.rw * W);
-  p.off_y = layout.region(wgrad ? Checked(p.yd) * p.yh * p.yw8 * W : Checked(0));
+  p.off_y = layout.region(wgrad ? Checked(p.yd) * p.yh * p.yw_round * W : Checked(0));
   p.off_w = layout.region(Checked(wgrad ? 0 : ks * p.cin * W));
   p.off_row = layout.region(Checked(wgrad ? 0 : out_row * W));
-  // tmp: an output row on its way back to NCHW (8 channel rows of yw8 or
-  // xw8), or a weight row's kw values. Packing reads straight into registers.
-  p.off_tmp = layout.region(Checked(W) * std::max({p.yw8, p.xw8, dw_round_up(p.kw, W)}));
+  // tmp: an output row on its way back to NCHW (W channel rows of yw_round or
+  // xw_round), or a weight row's kw values. Packing reads straight into registers.
+  p.off_tmp = layout.region(Checked(W) * std::max({p.yw_round, p.xw_round, dw_round_up(p.kw, W)}));
   p.off_acc = layout.region(Checked(wgrad ? ks * p.kg * W : 0));
   p.off_wtmp = layout.region(Checked(wgrad ? 0 : (grouped ? p.kg : W) * p.cg * ks));
   {
@@ -484,7 +515,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     const int64_t od = op.op == Op::fwd ? p.yd : p.xd, oh = op.op == Op::fwd ? p.yh : p.xh;
     const int64_t ow = op.op == Op::fwd ? p.yw : p.xw;
     const bool planes_contiguous = p.dst.sw == 1 && (oh == 1 || p.dst.sh == ow) && (od == 1 || p.dst.sd == oh * ow);
-    // Eight planes plus the slack one row's vector tail spills into; beyond
+    // W planes plus the slack one row's vector tail spills into; beyond
     // about 1 MiB the buffer would leave L2 and row mode is as good.
     const Checked stride = (Checked(od) * oh * ow).rounded_up(16) + 16;
     if (planes_contiguous && stride.at_most((int64_t{1} << 20) / (W * 4))) {
@@ -494,8 +525,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   }
   if (!layout.fits(op, ctx, threads, why)) return nullptr;
   p.scratch_floats = layout.floats();
-  const ClTaskFn fn = kernel_config(ctx.isa).depthwise.cl_task;
-  return std::make_unique<DepthwiseClKernel>(std::move(p), fn, ctx.isa, threads);
+  return std::make_unique<DepthwiseClKernel>(std::move(p), kernels, ctx.isa, threads);
 }
 
 }  // namespace
@@ -531,11 +561,10 @@ std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKer
   // Every thread's scratch, within what every workspace budget allows.
   const double bytes = static_cast<double>(p.scratch_floats()) * sizeof(float) * kd->threads();
   if (bytes > static_cast<double>(kWorkspaceBudgetFloor)) return nullptr;
-  const ClFusedFn fn = kernel_config(kd->isa()).depthwise.cl_fused;
-  return std::make_unique<DepthwiseClFusedKernel>(std::move(p), fn, kd->threads());
+  return std::make_unique<DepthwiseClFusedKernel>(std::move(p), kd->kernels().fused, kd->threads());
 }
 
 const Implementation kDepthwiseDirectImpl = {"depthwise_direct", &plan_depthwise};
-const Implementation kDepthwiseClImpl = {"depthwise_cl8", &plan_depthwise_cl};
+const Implementation kDepthwiseClImpl = {"depthwise_cl", &plan_depthwise_cl};
 
 }  // namespace convbwd::detail

@@ -76,7 +76,7 @@ struct VecAvx2 {
   }
 
   // out[j*os + i] = in[i*is + j] for i, j < 8.
-  static void transpose8(const float* in, int64_t is, float* out, int64_t os) {
+  static void transpose_block(const float* in, int64_t is, float* out, int64_t os) {
     R r[8];
     for (int i = 0; i < 8; ++i) r[i] = load(in + i * is);
     avx2::transpose8x8(r);
@@ -94,7 +94,7 @@ struct VecAvx2 {
       case DataType::f32: return load_rows_transposed_t<DataType::f32>(base, rows, nv, n, rnd, out);
       case DataType::f16: return load_rows_transposed_t<DataType::f16>(base, rows, nv, n, rnd, out);
       case DataType::bf16: return load_rows_transposed_t<DataType::bf16>(base, rows, nv, n, rnd, out);
-      default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, out);
+      default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
     }
   }
   template <DataType T>

@@ -1,5 +1,6 @@
-// The 16-lane vector type the depthwise_direct and bias kernel templates are
-// instantiated with on AVX-512 (DwKernel, BiasKernel: what they ask of V).
+// The 16-lane vector type the depthwise kernel templates (DwKernel,
+// DwClKernel) and the bias one (BiasKernel) are instantiated with on AVX-512:
+// what they ask of V.
 // Only included by files under src/kernels/avx512/, in an unnamed namespace
 // of the tier's own: no inline function compiled with AVX-512 flags can be
 // merged by the linker into code that runs on a lesser CPU.
@@ -7,6 +8,7 @@
 
 #include "kernels/avx512/simd.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -24,6 +26,7 @@ struct VecAvx512 {
   static constexpr int64_t W = 16;
 
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+  static bool any_nonfinite(const float* p, int64_t n) { return CONVBWD_AVX512_NS::any_nonfinite(p, n); }
   static R zero() { return _mm512_setzero_ps(); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
@@ -72,6 +75,65 @@ struct VecAvx512 {
       b[i] = in[2 * i + 1];
     }
   }
+
+  // out[j*os + i] = in[i*is + j] for i, j < 16.
+  static void transpose_block(const float* in, int64_t is, float* out, int64_t os) {
+    R r[16];
+    for (int i = 0; i < 16; ++i) r[i] = load(in + i * is);
+    transpose16x16(r);
+    for (int j = 0; j < 16; ++j) store(out + j * os, r[j]);
+  }
+
+  // Elements [0, n) of up to 16 contiguous rows (row c at element rows[c] of
+  // base, c < nv), channels last: out[j*16 + c] for j < n rounded up to 16,
+  // rounded as rnd asks; rows c >= nv and elements past n are +0. Straight
+  // from the rows into registers, as VecAvx2's.
+  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                   OperandRounding rnd, float* out) {
+    switch (dt) {
+      case DataType::f32: return load_rows_transposed_t<DataType::f32>(base, rows, nv, n, rnd, out);
+      case DataType::f16: return load_rows_transposed_t<DataType::f16>(base, rows, nv, n, rnd, out);
+      case DataType::bf16: return load_rows_transposed_t<DataType::bf16>(base, rows, nv, n, rnd, out);
+      default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
+    }
+  }
+  template <DataType T>
+  static void load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
+                                     OperandRounding rnd, float* out) {
+    for (int64_t j = 0; j < n; j += W) {
+      const int64_t cnt = std::min<int64_t>(W, n - j);
+      R r[16];
+      for (int c = 0; c < 16; ++c) {
+        if (c >= nv)
+          r[c] = zero();
+        else if (cnt == W)
+          r[c] = round(load16<T>(base, rows[c] + j), rnd);
+        else
+          r[c] = round(load_partial16<T>(base, rows[c] + j, cnt), rnd);
+      }
+      transpose16x16(r);
+      for (int i = 0; i < 16; ++i) store(out + (j + i) * W, r[i]);
+    }
+  }
+
+  // out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal
+  // stores and the partial lines at either end with ordinary ones (a line
+  // another task also writes is never streamed).
+  static void stream_row(const float* in, int64_t n, float* out) {
+    const auto addr = reinterpret_cast<uintptr_t>(out);
+    if (addr % 4 != 0) {
+      std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    const int64_t mis = static_cast<int64_t>(addr % 64 / 4);
+    const int64_t head = std::min<int64_t>(n, mis ? 16 - mis : 0);
+    int64_t i = 0;
+    for (; i < head; ++i) out[i] = in[i];
+    for (; i + 16 <= n; i += 16) stream16(out + i, load(in + i));
+    for (; i < n; ++i) out[i] = in[i];
+  }
+  // Orders the non-temporal stores before the task's completion is published.
+  static void store_fence() { _mm_sfence(); }
 
   static R from(const void* base, DataType dt, int64_t i) {
     switch (dt) {

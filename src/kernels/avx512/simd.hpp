@@ -21,10 +21,12 @@
 // GCC 12's AVX-512 intrinsics give their builtins a self-initialized
 // _mm512_undefined_*() as the unused merge source, which
 // -Wmaybe-uninitialized flags once enough of them are inlined into one
-// function (a false positive GCC 13 no longer reports): the value is never
-// read, so the warning is off for these headers only.
+// function (a false positive GCC 13 no longer reports; inlined into some
+// loops it is reported as -Wuninitialized): the value is never read, so the
+// warnings are off for these headers only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #define CONVBWD_AVX512_NS avx512
@@ -58,6 +60,15 @@ inline __m256i load_first_epi16(const uint16_t* p, int64_t n) {
   std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(uint16_t));
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(buf));
 }
+#endif
+
+// A non-temporal store of 16 floats at p (64-byte aligned). SIMDe 0.7.4 has
+// no _mm512_stream_ps; the emulated build stores them as usual (the same
+// values, only the cache hint differs).
+#ifndef CONVBWD_EMULATE_AVX512
+inline void stream16(float* p, __m512 v) { _mm512_stream_ps(p, v); }
+#else
+inline void stream16(float* p, __m512 v) { _mm512_store_ps(p, v); }
 #endif
 
 // acc + the dot products of the bf16 pairs of a and b, lane by lane: one

@@ -1,15 +1,16 @@
 // Channel-blocked depthwise kernels (plan: depthwise_cl_plan.hpp), written
-// once over an 8-lane vector type V and instantiated per ISA by
-// src/kernels/<isa>/depthwise_<isa>.cpp. Include only from those files.
+// once over a vector type V of W lanes (8 on AVX2, 16 on AVX-512) and
+// instantiated per ISA by src/kernels/<isa>/depthwise_<isa>.cpp. Include only
+// from those files.
 //
-// Lane l of every vector is group 8*block + l. A task converts the rows it
-// reads to fp32 (operand rounding applied), transposes them eight channels at
-// a time into a zero-padded channels-last plane in scratch, and then every
+// Lane l of every vector is group W*block + l. A task converts the rows it
+// reads to fp32 (operand rounding applied), transposes them W channels at a
+// time into a zero-padded channels-last plane in scratch, and then every
 // kernel tap is a constant offset from an output pixel's base: no bounds
 // checks and no lane waste in the inner loops. Every output element is a sum
 // in an order fixed by the problem alone (taps in (rd, rh, rw) order; for
 // gradWeight over n, then pixels in order), so the bits do not depend on the
-// thread count.
+// thread count, nor on W: a tier's 8- and 16-lane bodies give the same bits.
 #pragma once
 
 #include "kernels/any_nonfinite.hpp"
@@ -33,23 +34,23 @@ template <class V>
 struct DwClKernel : DwViewRows<V> {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
-  static_assert(W == kDwClLanes);
+  static_assert(W <= kDwClMaxLanes);
 
   using DwViewRows<V>::load_row;
   using DwViewRows<V>::store_row;
   using DwViewRows<V>::prefetch;
 
   // Elements [0, count) of the rows of nv channels whose first starts at
-  // element `first`, channels last into out: count rounded up to 8 pixels of
-  // 8 lanes, lanes nv.. and pixels past count +0.
-  static void load_rows8(const void* base, const DwView& v, int64_t first, int64_t nv, int64_t count,
+  // element `first`, channels last into out: count rounded up to W pixels of
+  // W lanes, lanes nv.. and pixels past count +0.
+  static void load_rows_block(const void* base, const DwView& v, int64_t first, int64_t nv, int64_t count,
                          OperandRounding rnd, float* out) {
     int64_t rows[W];
     for (int64_t c = 0; c < nv; ++c) rows[c] = first + c * v.sc;
     if (v.sw == 1)
       V::load_rows_transposed(base, v.dtype, rows, nv, count, rnd, out);
     else
-      dw_load_rows_transposed_generic(base, v.dtype, rows, v.sw, nv, count, rnd, out);
+      dw_load_rows_transposed_generic(base, v.dtype, rows, v.sw, nv, count, rnd, W, out);
     if (v.zero_nonfinite) zero_nonfinite(out, dw_round_up(count, W) * W);
   }
 
@@ -58,7 +59,7 @@ struct DwClKernel : DwViewRows<V> {
   }
 
   // The input plane of channels [ch0, ch0+nv) of image n into the padded
-  // channels-last plane `out` (ld x lh x rw pixels of 8 floats). Returns
+  // channels-last plane `out` (ld x lh x rw pixels of W floats). Returns
   // whether it holds a NaN or +-Inf, if p.report_nonfinite asks.
   static bool pack_plane(const DwClPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv,
                          float* out) {
@@ -74,9 +75,9 @@ struct DwClKernel : DwViewRows<V> {
         }
         zero_pixels(o, p.bw);
         // Columns past the row become the zero padding after it.
-        load_rows8(base, v, v.off + n * v.sn + ch0 * v.sc + d * v.sd + h * v.sh, nv, p.srcw, p.rounding,
+        load_rows_block(base, v, v.off + n * v.sn + ch0 * v.sc + d * v.sd + h * v.sh, nv, p.srcw, p.rounding,
                    o + p.bw * W);
-        zero_pixels(o + (p.bw + p.srcw8) * W, p.rw - p.bw - p.srcw8);
+        zero_pixels(o + (p.bw + p.srcw_round) * W, p.rw - p.bw - p.srcw_round);
       }
     }
     return p.report_nonfinite && V::any_nonfinite(out, p.ld * p.lh * p.rw * W);
@@ -115,8 +116,8 @@ struct DwClKernel : DwViewRows<V> {
       prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.xh, p.xw);
   }
 
-  // The channels of block bk on the op's input and output side: eight
-  // groups (depthwise), or the channels of group bk (grouped).
+  // The channels of block bk on the op's input and output side: W groups
+  // (depthwise), or the channels of group bk (grouped).
   struct Chans {
     int64_t in0, nin, out0, nout;
   };
@@ -182,16 +183,17 @@ struct DwClKernel : DwViewRows<V> {
 
   // A channels-last row of `count` pixels back to NCHW: row r of each
   // channel's plane buffer (plane mode), or straight into the view.
-  static void unpack_row(const DwClPlan& p, const float* row, int64_t count, int64_t count8, void* dst, int64_t off,
+  static void unpack_row(const DwClPlan& p, const float* row, int64_t count, int64_t count_round, void* dst, int64_t off,
                          int64_t nv, float* tmp, int64_t r, float* planes) {
     if (p.plane_stride) {
       // The columns past `count` land on row r+1, written next, or in the
       // slack after the plane.
-      for (int64_t j = 0; j < count8; j += W) V::transpose8(row + j * W, W, planes + r * count + j, p.plane_stride);
+      for (int64_t j = 0; j < count_round; j += W)
+        V::transpose_block(row + j * W, W, planes + r * count + j, p.plane_stride);
       return;
     }
-    for (int64_t j = 0; j < count8; j += W) V::transpose8(row + j * W, W, tmp + j, count8);
-    for (int64_t c = 0; c < nv; ++c) store_row(tmp + c * count8, count, dst, p.dst, off + c * p.dst.sc);
+    for (int64_t j = 0; j < count_round; j += W) V::transpose_block(row + j * W, W, tmp + j, count_round);
+    for (int64_t c = 0; c < nv; ++c) store_row(tmp + c * count_round, count, dst, p.dst, off + c * p.dst.sc);
   }
 
   // Plane mode: each channel's finished plane goes out in one contiguous
@@ -268,8 +270,8 @@ struct DwClKernel : DwViewRows<V> {
         }
         prefetch_task_share(p, a, dst, task + p.ahead, od * p.yh + oh, p.yd * p.yh);
         const DwView& v = p.dst;
-        // tmp rows are rewritten in full (yw8 columns) before each store.
-        unpack_row(p, orow, p.yw, p.yw8, dst, v.off + n * v.sn + ch.out0 * v.sc + od * v.sd + oh * v.sh, ch.nout,
+        // tmp rows are rewritten in full (yw_round columns) before each store.
+        unpack_row(p, orow, p.yw, p.yw_round, dst, v.off + n * v.sn + ch.out0 * v.sc + od * v.sd + oh * v.sh, ch.nout,
                    tmp, od * p.yh + oh, s + p.off_plane);
       }
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.yd * p.yh * p.yw);
@@ -454,7 +456,7 @@ struct DwClKernel : DwViewRows<V> {
         }
         prefetch_task_share(p, a, dst, next, id * p.xh + ih, p.xd * p.xh);
         const DwView& v = p.dst;
-        unpack_row(p, xrow, p.xw, p.xw8, dst, v.off + n * v.sn + ch.out0 * v.sc + id * v.sd + ih * v.sh, ch.nout,
+        unpack_row(p, xrow, p.xw, p.xw_round, dst, v.off + n * v.sn + ch.out0 * v.sc + id * v.sd + ih * v.sh, ch.nout,
                    tmp, id * p.xh + ih, s + p.off_plane);
       }
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
@@ -479,13 +481,13 @@ struct DwClKernel : DwViewRows<V> {
 
   // ---- bwd_weights: dw[t] = sum_{n, o} dy[o] x[o*s + tap t] ---------------
   // A packed dy plane as the weight gradient reads it: pixel (od, oh, ow) at
-  // base + od*plane + oh*row + ow*8. Its own copy (pack_dy) is unpadded; the
+  // base + od*plane + oh*row + ow*W. Its own copy (pack_dy) is unpadded; the
   // fused pass reads the data gradient's padded plane instead.
   struct YPlane {
     const float* base;
     int64_t plane, row;
   };
-  static YPlane own_dy(const DwClPlan& p, const float* ybuf) { return {ybuf, p.yh * p.yw8 * W, p.yw8 * W}; }
+  static YPlane own_dy(const DwClPlan& p, const float* ybuf) { return {ybuf, p.yh * p.yw_round * W, p.yw_round * W}; }
 
   // NT taps' accumulators stay in registers over a chunk of dy rows; each dy
   // vector is loaded once per NT taps. Per tap the order is n, then pixels.
@@ -550,8 +552,7 @@ struct DwClKernel : DwViewRows<V> {
     }
   }
 
-  // The x and dy channels of weight-gradient task t: eight groups
-  // (depthwise), or group t's channels (grouped).
+  // The x and dy channels of weight-gradient task t: W groups (depthwise), or group t's channels (grouped).
   struct WChans {
     int64_t x0, nx, y0, ny;
   };
@@ -710,15 +711,15 @@ struct DwClKernel : DwViewRows<V> {
     CONVBWD_DWCL_UNROLL for (int j = 0; j < L; ++j) V::store(lanes + j * W, l[j]);
   }
 
-  // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw8][lane], unpadded.
+  // dy planes of channels [ch0, ch0+nv): ybuf[od][oh][yw_round][lane], unpadded.
   // Returns whether they hold a NaN or +-Inf, if p.report_nonfinite asks.
   static bool pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out) {
     const DwView& v = p.a;
     for (int64_t od = 0; od < p.yd; ++od)
       for (int64_t oh = 0; oh < p.yh; ++oh)
-        load_rows8(base, v, v.off + n * v.sn + ch0 * v.sc + od * v.sd + oh * v.sh, nv, p.yw, p.rounding,
-                   out + (od * p.yh + oh) * p.yw8 * W);
-    return p.report_nonfinite && V::any_nonfinite(out, p.yd * p.yh * p.yw8 * W);
+        load_rows_block(base, v, v.off + n * v.sn + ch0 * v.sc + od * v.sd + oh * v.sh, nv, p.yw, p.rounding,
+                   out + (od * p.yh + oh) * p.yw_round * W);
+    return p.report_nonfinite && V::any_nonfinite(out, p.yd * p.yh * p.yw_round * W);
   }
 
   static unsigned task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {

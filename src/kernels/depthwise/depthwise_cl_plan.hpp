@@ -1,6 +1,7 @@
-// Plan data of the channel-blocked depthwise implementation ("depthwise_cl8"):
-// true depthwise layers (one in- and one out-channel per group), eight groups
-// per vector. NCHW rows of eight channels are transposed into a channels-last
+// Plan data of the channel-blocked depthwise implementation ("depthwise_cl"):
+// true depthwise layers (one in- and one out-channel per group), one group per
+// lane of the tier's vectors (`lanes`: DwClKernels::lanes).
+// NCHW rows of `lanes` channels are transposed into a channels-last
 // plane in scratch, so that every lane does useful work whatever the row
 // width or stride (the row-vectorized depthwise_direct wastes lanes on short
 // rows, e.g. 14 outputs of a stride-2 layer, and pays per-row overhead per
@@ -18,7 +19,8 @@ namespace convbwd::detail {
 struct DwClPlan {
   Op op = Op::fwd;
   OperandRounding rounding = OperandRounding::none;
-  int64_t n = 0, groups = 0, blocks = 0;  // blocks: groups / 8 rounded up (depthwise), or groups
+  int64_t lanes = 8;  // channels per block: the kernels' vector width W
+  int64_t n = 0, groups = 0, blocks = 0;  // blocks: groups / lanes rounded up (depthwise), or groups
   // Grouped mode: up to 8 channels per group on each side, lanes = the
   // channels of one group on the op's output side (fwd: k, bwd_data and
   // bwd_weights: c), the input side's channels broadcast one at a time.
@@ -33,9 +35,9 @@ struct DwClPlan {
   // bwd_data): `bd, bh, bw` zero pixels before the data in each dim, `ld, lh`
   // planes and rows, `rw` pixels per row (at least every pixel a tap reads).
   int64_t bd = 0, bh = 0, bw = 0, ld = 0, lh = 0, rw = 0;
-  // Source extents of that plane and its row length rounded up to 8.
-  int64_t srcd = 1, srch = 1, srcw = 1, srcw8 = 0;
-  int64_t yw8 = 0, xw8 = 0;
+  // Source extents of that plane and its row length rounded up to `lanes`.
+  int64_t srcd = 1, srch = 1, srcw = 1, srcw_round = 0;
+  int64_t yw_round = 0, xw_round = 0;  // yw, xw rounded up to `lanes`
   // fwd, bwd_weights: the offset in floats of kernel tap t (flattened
   // (rd, rh, rw)) from output pixel o's base pixel o*stride.
   std::vector<int64_t> toff;
@@ -77,9 +79,9 @@ struct DwClFusedPlan {
   int64_t bias_lanes = 8;  // BiasPlan::lanes: 8 or 16
   DwView bias_out;         // off, sw (the channel stride) and dtype of gradBias
   // Per thread: the data plan's scratch, the weights plan's, bias_lanes
-  // vectors of kDwClLanes channels.
+  // vectors of data.lanes channels.
   size_t scratch_floats() const {
-    return data.scratch_floats + weights.scratch_floats + static_cast<size_t>(bias_lanes * kDwClLanes);
+    return data.scratch_floats + weights.scratch_floats + static_cast<size_t>(bias_lanes * data.lanes);
   }
 };
 

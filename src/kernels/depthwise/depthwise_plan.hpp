@@ -17,10 +17,9 @@ namespace convbwd::detail {
 constexpr int64_t kDwMaxKw = 64;
 // Most (depth, height) kernel taps a plan takes (a stack array per row).
 constexpr int64_t kDwMaxRowTaps = 256;
-// Channels per block of the channel-blocked kernels (depthwise_cl8): eight
-// on every tier, the AVX2 bodies serving the AVX-512 tier too (see
-// kernels/config.cpp).
-constexpr int64_t kDwClLanes = 8;
+// Most channels per block of the channel-blocked kernels (depthwise_cl): a
+// tier's vector width (DwClKernels::lanes in kernels/config.hpp), 8 or 16.
+constexpr int64_t kDwClMaxLanes = 16;
 
 namespace {
 // In an unnamed namespace: this header is compiled with every tier's flags.
@@ -90,10 +89,10 @@ struct DwPlan {
 // rounding says.
 void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t stride, int64_t n,
                          OperandRounding rounding, float* out);
-// Elements [0, n) of up to kDwClLanes rows (row c: base[rows[c] + i*stride],
-// c < nv) as fp32, rounded, channels last: out[j*8 + c] for j < n rounded up
-// to 8; rows c >= nv and elements past n are +0.
+// Elements [0, n) of up to `lanes` rows (row c: base[rows[c] + i*stride],
+// c < nv) as fp32, rounded, channels last: out[j*lanes + c] for j < n rounded
+// up to `lanes`; rows c >= nv and elements past n are +0.
 void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
-                                     int64_t n, OperandRounding rounding, float* out);
+                                     int64_t n, OperandRounding rounding, int64_t lanes, float* out);
 
 }  // namespace convbwd::detail

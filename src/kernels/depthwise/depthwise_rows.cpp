@@ -23,14 +23,14 @@ void dw_load_row_generic(const void* base, DataType dt, int64_t off, int64_t str
 }
 
 void dw_load_rows_transposed_generic(const void* base, DataType dt, const int64_t* rows, int64_t stride, int64_t nv,
-                                     int64_t n, OperandRounding rounding, float* out) {
-  std::fill(out, out + dw_round_up(n, kDwClLanes) * kDwClLanes, 0.0f);
-  float v[kDwClLanes];
-  for (int64_t j = 0; j < n; j += kDwClLanes) {
-    const int64_t cnt = std::min(kDwClLanes, n - j);
+                                     int64_t n, OperandRounding rounding, int64_t lanes, float* out) {
+  std::fill(out, out + dw_round_up(n, lanes) * lanes, 0.0f);
+  float v[kDwClMaxLanes];
+  for (int64_t j = 0; j < n; j += lanes) {
+    const int64_t cnt = std::min(lanes, n - j);
     for (int64_t c = 0; c < nv; ++c) {
       dw_load_row_generic(base, dt, rows[c] + j * stride, stride, cnt, rounding, v);
-      for (int64_t i = 0; i < cnt; ++i) out[(j + i) * kDwClLanes + c] = v[i];
+      for (int64_t i = 0; i < cnt; ++i) out[(j + i) * lanes + c] = v[i];
     }
   }
 }

@@ -62,7 +62,7 @@ struct VecScalar {
   }
   // out[j*os + i] = in[i*is + j] for i, j < 8 (through a copy: in and out
   // never overlap in the kernels, but the copy keeps that off the contract).
-  static void transpose8(const float* in, int64_t is, float* out, int64_t os) {
+  static void transpose_block(const float* in, int64_t is, float* out, int64_t os) {
     float t[8][8];
     for (int i = 0; i < 8; ++i)
       for (int j = 0; j < 8; ++j) t[j][i] = in[i * is + j];
@@ -70,7 +70,7 @@ struct VecScalar {
   }
   static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
                                    OperandRounding rnd, float* out) {
-    dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, out);
+    dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
   }
   static void stream_row(const float* in, int64_t n, float* out) {
     std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
