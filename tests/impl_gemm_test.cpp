@@ -115,6 +115,23 @@ TEST(ImplGemm, SixteenBitOutputsOnAliasingChannelStrides) {
   check("mb2ic19ih16iw32oc20kh3ph1_dtf16:f16:f32", Gradient::input, Layout::contiguous, Layout::channels_last);
 }
 
+// A planar gradInput's neighbouring pixels are stored as runs across the
+// tiles of a task (up to GatherConvKernel::kMaxRunPixels): rows longer than
+// several runs, images that end inside a tile, 12-row tiles (16-channel
+// groups on AVX-512: the run cap is no multiple of them), padded rows (a run
+// ends with each row) and channels-last outputs (no runs), in each dtype.
+TEST(ImplGemm, PlanarOutputRunsAcrossTiles) {
+  for (const char* dt : {"", "_dtbf16", "_dtf16", "_dtbf16:bf16:f32"}) {
+    const std::string d = dt;
+    check("mb2ic19iw700oc20kw3pw1" + d, Gradient::input);
+    check("mb3ic9ih13iw11oc12kh3ph1" + d, Gradient::input);
+    check("mb2g2ic32iw300oc32kw3pw1" + d, Gradient::input);
+    check("mb2ic19ih9iw40oc20kh3ph1" + d, Gradient::input, Layout::contiguous, Layout::padded);
+    check("mb2ic19ih9iw40oc20kh3ph1" + d, Gradient::input, Layout::contiguous, Layout::channels_last);
+    check("mb2ic12iw300oc20kw4sw2_tr" + d, Gradient::input);
+  }
+}
+
 // bf16 operands on a tier with bf16 pair kernels (avx512_bf16, natively or
 // emulated) stay bf16 in the gather path's copies and packs: odd reductions
 // (a padded last pair), channel tails, stride phases, dilation, groups with

@@ -394,7 +394,7 @@ class GatherConvKernel final : public OpKernel {
         rows_a[j][r] = rows_a[j][0];
         row_base[j][r] = row_base[j][0];
       }
-      consecutive[j] = ds.sp[2] == 1 && (op_.dst.dtype == DataType::f32 || channel_stride_aliases(ds.ch));
+      consecutive[j] = ds.sp[2] == 1;
       for (int r = 1; r < row_count[j]; ++r) consecutive[j] = consecutive[j] && row_base[j][r] == row_base[j][0] + r;
     }
     const int64_t chunks = static_cast<int64_t>(ph.chunk_ends.size());
@@ -423,32 +423,40 @@ class GatherConvKernel final : public OpKernel {
           kern_(ka);
         }
       }
-      int64_t out_base[kMaxMr];
-      for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
-        const int64_t j = tl - tile_lo;
+      if (chunks == 0) std::fill(tiles, tiles + (tile_hi - tile_lo) * mr_ * nr_, 0.0f);  // no tap reaches this phase
+      const int64_t ntiles = tile_hi - tile_lo;
+      for (int64_t j = 0; j < ntiles;) {
         float* const tile = tiles + j * mr_ * nr_;
-        if (chunks == 0) std::fill(tile, tile + mr_ * nr_, 0.0f);  // no tap reaches this phase
-        if (consecutive[j]) {
-          // The tile's pixels are neighbours in an output whose pixels are
-          // contiguous (NCHW): each channel's run of pixels is stored whole,
-          // through the channels-last converter run backwards (the tile's
-          // pixels as its channels): 32 stores instead of 96 scalar ones at
-          // the channel stride. 16-bit outputs take this way only where the
-          // channel stride aliases (channel_stride_aliases), through a
-          // transposed fp32 copy and the row store.
-          const int64_t first = row_base[j][0] + blk * nr_ * ds.ch;
-          if (op_.dst.dtype == DataType::f32) {
-            src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, row_count[j], cols,
-                         static_cast<float*>(args.dst) + first, ds.ch);
-            continue;
-          }
-          alignas(64) float runs[kMaxNr * kMaxMr];
-          src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, row_count[j], cols, runs, kMaxMr);
-          store_rows_(runs, kMaxMr, cols, row_count[j], args.dst, op_.dst.dtype, first, ds.ch);
+        // Tiles whose pixels continue one run of neighbours in an output
+        // whose pixels are contiguous (NCHW): the tiles lie back to back in
+        // `tiles`, so the run is one [pixel][nr] block, and each channel's
+        // pixels are stored whole, through the channels-last converter run
+        // backwards (the pixels as its channels).
+        int64_t end = j + 1, pixels = row_count[j];
+        if (consecutive[j])
+          while (end < ntiles && pixels == (end - j) * mr_ && pixels + row_count[end] <= kMaxRunPixels &&
+                 consecutive[end] && row_base[end][0] == row_base[j][0] + pixels)
+            pixels += row_count[end++];
+        const int64_t first = row_base[j][0] + blk * nr_ * ds.ch;
+        if (consecutive[j] && op_.dst.dtype == DataType::f32) {
+          src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, pixels, cols,
+                       static_cast<float*>(args.dst) + first, ds.ch);
+          j = end;
           continue;
         }
+        if (consecutive[j] && (pixels >= kMinRunPixels16 || channel_stride_aliases(ds.ch))) {
+          // 16-bit: a transposed fp32 copy, then the row store of its runs.
+          alignas(64) float runs[kMaxNr * kMaxRunPixels];
+          src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, pixels, cols, runs, kMaxRunPixels);
+          store_rows_(runs, kMaxRunPixels, cols, pixels, args.dst, op_.dst.dtype, first, ds.ch);
+          j = end;
+          continue;
+        }
+        // Pixel by pixel, each pixel's channels at the channel stride.
+        int64_t out_base[kMaxMr];
         for (int r = 0; r < mr_; ++r) out_base[r] = row_base[j][r] + blk * nr_ * ds.ch;
         store_tile(store_, args.dst, op_.dst.dtype, tile, nr_, out_base, row_count[j], ds.ch, cols);
+        ++j;
       }
     }
   }
@@ -456,14 +464,23 @@ class GatherConvKernel final : public OpKernel {
   // Whether a 16-bit output's channel stride is a multiple of 1 KiB: then a
   // pixel's channels, stored one by one, share the low 12 address bits every
   // 4 channels or fewer, and the stores 4K-alias. Side by side (fp16 3x3
-  // gradInput, 2 threads, Zen 5), storing whole channel runs instead: 64x64
-  // images 1.87x, 32x32 1.17x, the 16^3 3D transposed layer 1.76x faster;
-  // but 60x60 and 28x28, which do not alias, 3% slower (the transposed copy
-  // and one partial store per channel run cost more than they save there).
-  // Rechecked with the runs stored in one StoreRows call (1 thread, bf16
-  // gradInput): taking runs everywhere gave g8 128@28 1.08x and 1D k5 1.04x
-  // but WaveNet's k2 64@4000 0.96x and 3x3 64@56 1.00x, so the rule stays.
+  // gradInput, 2 threads, Zen 5), storing whole channel runs of one tile
+  // instead: 64x64 images 1.87x, 32x32 1.17x, the 16^3 3D transposed layer
+  // 1.76x faster; but 60x60 and 28x28, which do not alias, 3% slower (the
+  // transposed copy and one partial store per 8-pixel run cost more than
+  // they save there). Runs that continue across a task's tiles (at least
+  // kMinRunPixels16) pay that once per 16 to 128 pixels, and took 1.04x-1.19x
+  // less time on every planar bf16 gradInput measured, aliasing or not
+  // (1 thread: 3x3 128@28 1.06x, 64@56 1.05x, WaveNet 1.04x, g8 1.14x, the
+  // UNet 2x2 transposed layer 1.19x; fp32's runs, stored straight into the
+  // output, 1.04x-1.09x).
   static bool channel_stride_aliases(int64_t ch_elements) { return (ch_elements * 2) % 1024 == 0; }
+
+  // The longest run of pixels stored at once (the runs buffer: 16 KB; 64
+  // measured 1-2% slower), and the shortest 16-bit one that takes the run
+  // store where the channel stride does not alias.
+  static constexpr int64_t kMaxRunPixels = 128;
+  static constexpr int64_t kMinRunPixels16 = 16;
 
   // Reduction steps per chunk: 256 steps x 16 floats = 16 KB of packed
   // weights, half of the 32 KB L1 of Zen 4, leaving room for the A rows and
