@@ -66,6 +66,7 @@ class Nchw1x1Kernel final : public OpKernel {
     nr_ = family.nr;
     convert_ = cfg.to_channels_last;
     store_ = cfg.store_row;
+    store_rows_ = cfg.store_rows;
     groups_ = g.groups;
     n_ = g.n;
     cols_ = dgrad ? g.c : g.k;
@@ -189,8 +190,14 @@ class Nchw1x1Kernel final : public OpKernel {
         ka.a[0] = wpk + (g * row_tiles_ + rt) * steps_ * mr_;
         kern_(ka);
         const int rows = static_cast<int>(std::min<int64_t>(mr_, cols_ - rt * mr_));
-        for (int i = 0; i < rows; ++i)
-          row_base[i] = dv.offset + n * dv.strides[0] + (g * cols_ + rt * mr_ + i) * dv.strides[1] + p0 * dst_px_;
+        const int64_t first = dv.offset + n * dv.strides[0] + (g * cols_ + rt * mr_) * dv.strides[1] + p0 * dst_px_;
+        if (dst_px_ == 1 && dv.dtype != DataType::f32) {
+          // The tile's rows are runs of one channel's pixels: one call for
+          // all of them (a call per row was most of the row store's cost).
+          store_rows_(tile, nr_, rows, np, args.dst, dv.dtype, first, dv.strides[1]);
+          continue;
+        }
+        for (int i = 0; i < rows; ++i) row_base[i] = first + i * dv.strides[1];
         store_tile(store_, args.dst, dv.dtype, tile, nr_, row_base, rows, dst_px_, np);
       }
     }
@@ -222,6 +229,7 @@ class Nchw1x1Kernel final : public OpKernel {
   int mr_ = 0, nr_ = 0;  // the kernel\'s tile (kernel config)
   ToChannelsLast convert_ = nullptr;
   StoreRow store_ = nullptr;
+  StoreRows store_rows_ = nullptr;
   int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, steps_ = 0, pixels_ = 0;  // steps_: kernel steps (pairs: (red+1)/2)
   int64_t a_px_ = 1, dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0;
   int64_t panel_floats_ = 0, weights_floats_ = 0;
