@@ -542,8 +542,8 @@ std::unique_ptr<FusedKernel> fuse_depthwise_cl(const OpKernel& data, const OpKer
   // A transposed layer's data gradient is a forward convolution (Op::fwd),
   // which reads x-shaped planes: nothing to share. The weight gradient reads
   // the data gradient's dy values, so they must be rounded alike.
-  if (pd.op != Op::bwd_data || pw.op != Op::bwd_weights || pd.grouped != pw.grouped || pd.blocks != pw.blocks ||
-      pd.rounding != pw.rounding || pd.a.dtype != pw.a.dtype || kd->isa() != kw->isa() ||
+  if (pd.op != Op::bwd_data || pw.op != Op::bwd_weights || pd.grouped != pw.grouped || pd.lanes != pw.lanes ||
+      pd.blocks != pw.blocks || pd.rounding != pw.rounding || pd.a.dtype != pw.a.dtype || kd->isa() != kw->isa() ||
       kd->threads() != kw->threads())
     return nullptr;
   // The weight gradient and the bias read every dy row of the data plane.

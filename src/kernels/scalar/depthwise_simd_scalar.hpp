@@ -68,9 +68,11 @@ struct VecScalar {
       for (int j = 0; j < 8; ++j) t[j][i] = in[i * is + j];
     for (int j = 0; j < 8; ++j) std::memcpy(out + j * os, t[j], sizeof t[j]);
   }
-  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+  // Returns whether a stored value is NaN or +-Inf.
+  static bool load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
                                    OperandRounding rnd, float* out) {
     dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
+    return any_nonfinite(out, dw_round_up(n, W) * W);
   }
   static void stream_row(const float* in, int64_t n, float* out) {
     std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
@@ -95,6 +97,12 @@ struct VecScalar {
   }
   static void store_row(const float* in, int64_t n, void* base, DataType dt, int64_t off) {
     scalar::store_row(in, n, base, dt, off, 1);
+  }
+  // `rows` rows of n values, pitch floats apart in `in`, at base[off + i *
+  // row_stride ..), rounded once into dt.
+  static void store_rows(const float* in, int64_t pitch, int64_t rows, int64_t n, void* base, DataType dt, int64_t off,
+                         int64_t row_stride) {
+    scalar::store_rows(in, pitch, rows, n, base, dt, off, row_stride);
   }
 };
 
