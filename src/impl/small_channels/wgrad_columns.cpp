@@ -64,6 +64,7 @@ class WgradKernel final : public OpKernel {
     tiles_ = groups_ * cbn_ * kt_;
     tasks_ = std::min<int64_t>(tiles_, std::max(threads_, 1));
     direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none && spatial_flat(op.a);
+    dy_pairs_as_stored_ = pairs_ && op.a.dtype == DataType::bf16 && spatial_flat(op.a);
     // The phase-split fp32 image copy (copy_image). One group per layer, so
     // a task converts each image once: with groups, a task's tiles can span
     // several and would convert them again per chunk.
@@ -264,6 +265,30 @@ class WgradKernel final : public OpKernel {
     });
   }
 
+  // Pairs, with dy's pixels contiguous in each channel plane: rows k0..
+  // of the chunk's pixel pairs are dy's bf16 values as they lie (little-
+  // endian: a pair of neighbours, low half first, is their bytes), a NaN or
+  // +-Inf zeroed if asked, and after an odd chunk the last pair's high half
+  // zero. Returns whether a NaN or +-Inf was read. (Widened to fp32 rows and
+  // merged back into pairs, they took as long as the stem's pair kernel.)
+  bool copy_pair_rows(const uint16_t* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t pix0, int64_t np,
+                      uint32_t* dst, bool zero_nonfinite) const {
+    const Strides s = strides_of(op_.a, op_.geo.spatial);
+    unsigned nonfinite = 0;
+    for (int64_t k = k0; k < k0 + kn; ++k) {
+      const uint16_t* const src = dy + s.offset + n * s.n + (g * k_ + k) * s.ch + pix0;
+      uint16_t* const d = reinterpret_cast<uint16_t*>(dst + k * pair_steps_);
+      for (int64_t j = 0; j < np; ++j) {
+        const uint16_t x = src[j];
+        const bool bad = (x & 0x7f80u) == 0x7f80u;
+        nonfinite |= static_cast<unsigned>(bad);
+        d[j] = zero_nonfinite && bad ? uint16_t{0} : x;
+      }
+      if (np % 2) d[np] = 0;
+    }
+    return nonfinite != 0;
+  }
+
   // Returns, when args.found asks, whether the x and dy values it read
   // held a NaN or +-Inf.
   NonfiniteFound compute(const OpArgs& args, float* acc, float* slot, int64_t task) const {
@@ -327,17 +352,26 @@ class WgradKernel final : public OpKernel {
           }
           const int64_t k0 = kt * mr_, kn = std::min<int64_t>(mr_, k_ - k0);
           if (!direct && stamp[kt] != chunk_id * groups_ + g) {
-            copy_rows(args.a, n, g, k0, kn, pix0, len, dyc, args.zero_nonfinite);
-            if (pairs_)
-              for (int64_t k = k0; k < k0 + kn; ++k) pack_row_pairs(dyc + k * chunk_, len, 1, dypair + k * pair_steps_);
+            if (dy_pairs_as_stored_) {
+              if (copy_pair_rows(static_cast<const uint16_t*>(args.a), n, g, k0, kn, pix0, len, dypair,
+                                 args.zero_nonfinite) &&
+                  check)
+                seen.a = true;
+            } else {
+              copy_rows(args.a, n, g, k0, kn, pix0, len, dyc, args.zero_nonfinite);
+              if (pairs_)
+                for (int64_t k = k0; k < k0 + kn; ++k)
+                  pack_row_pairs(dyc + k * chunk_, len, 1, dypair + k * pair_steps_);
+            }
             stamp[kt] = chunk_id * groups_ + g;
           }
           // Every column block's tiles read the same dy rows of a k-tile;
           // only the owner of tile (g, kt mod cbn_, kt) checks them, so they
           // are checked once in all, not once per task (with 2 tasks over
           // the stem's column blocks, both scanned all 13 MB of dy: 14% of
-          // the weight gradient, and no gain from the second thread).
-          if (check && cb == kt % cbn_)
+          // the weight gradient, and no gain from the second thread). The
+          // pair rows copied as stored were checked by their copy.
+          if (check && cb == kt % cbn_ && !dy_pairs_as_stored_)
             for (int64_t k = k0; k < k0 + kn; ++k)
               if (any_nonfinite_(direct ? dy + ys.offset + n * ys.n + (g * k_ + k) * ys.ch + pix0 : dyc + k * chunk_,
                                  len))
@@ -389,6 +423,7 @@ class WgradKernel final : public OpKernel {
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0, kt_ = 0, tiles_ = 0, tasks_ = 1;
   bool direct_ = false, x_copy_ = false;
   bool pairs_ = false;       // bf16 pair kernels (kernels/gemm.hpp)
+  bool dy_pairs_as_stored_ = false;  // pairs from dy's own words (copy_pair_rows)
   int64_t pair_steps_ = 0;   // pairs: kernel steps of a full chunk
   int64_t u2_ = 0, copy_row_ = 0;  // the image copy: phase length and row pitch (s2 * u2_ floats)
   int64_t pixels_ = 0, chunk_ = 0, acc_floats_ = 0, slot_floats_ = 0;
