@@ -4,6 +4,7 @@
 // the ISA's kernel; the kernels live in src/kernels/depthwise/.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -374,7 +375,8 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
   const bool grouped = !(g.c == 1 && g.k == 1);
-  if (grouped && !(g.c >= kClMinGroup && g.c <= kClMaxGroup && g.k >= kClMinGroup && g.k <= kClMaxGroup)) {
+  const bool wide_groups = grouped && std::getenv("CLG16") && g.c > kClMaxGroup && g.c <= 16 && g.k <= 16 && g.k > kClMaxGroup;
+  if (grouped && !wide_groups && !(g.c >= kClMinGroup && g.c <= kClMaxGroup && g.k >= kClMinGroup && g.k <= kClMaxGroup)) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
            " channels; this path takes one channel per group, or 6 to 8 on each side";
     return nullptr;
@@ -389,7 +391,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   // extents below (wrong results, reads out of bounds).
   if (!tap_indices_fit(g, why)) return nullptr;
   const int threads = std::max(1, ctx.threads);
-  const DwClKernels& kernels = depthwise_cl_kernels_for(grouped, g.groups, threads, kernel_config(ctx.isa).depthwise);
+  const DwClKernels& kernels = wide_groups ? kernel_config(ctx.isa).depthwise.cl : depthwise_cl_kernels_for(grouped, g.groups, threads, kernel_config(ctx.isa).depthwise);
   const int64_t W = kernels.lanes;
   DwClPlan p;
   p.lanes = W;

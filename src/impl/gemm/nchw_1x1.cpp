@@ -35,22 +35,28 @@ namespace convbwd::detail::gemm {
 namespace {
 
 // The pixel stride of a [N, channels, spatial...] view whose spatial dims
-// form one evenly strided sequence, or 0 when they do not.
+// form one evenly strided sequence (1 when every spatial dim is 1), or 0
+// when they do not. A broadcast sequence (stride 0) is not one: its pixels
+// share an element. (Stride 0 once also meant "no dim seen yet", which made
+// a broadcast gradOutput look contiguous to the panel copy, and it read past
+// the one element stored: a fuzz finding.)
 int64_t flat_pixel_stride(const View& v, int spatial) {
-  int64_t stride = 0;
+  bool seen = false;
+  int64_t stride = 1;
   for (int d = spatial - 1; d >= 0; --d) {
     const int64_t dim = v.dims[2 + d], st = v.strides[2 + d];
     if (dim == 1) continue;
-    if (stride == 0) {
+    if (!seen) {
       stride = st;
+      seen = true;
       continue;
     }
     // The next outer non-trivial dim must continue where this one ends.
-    int64_t inner = 1;
-    for (int e = d + 1; e < spatial; ++e) inner *= v.dims[2 + e];
-    if (st != stride * inner) return 0;
+    Checked next(stride);
+    for (int e = d + 1; e < spatial; ++e) next = next * v.dims[2 + e];
+    if (!next.ok() || st != next.value()) return 0;
   }
-  return stride == 0 ? 1 : stride;
+  return stride;
 }
 
 class Nchw1x1Kernel final : public OpKernel {
