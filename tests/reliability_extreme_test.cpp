@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 #include <random>
 #include <string>
 
 #include "impl/implementation.hpp"
+#include "impl/registry_entries.hpp"
 #include "problem/spec.hpp"
 #include "reference/reference.hpp"
 #include "runtime/thread_pool.hpp"
@@ -147,6 +149,47 @@ TEST(ReliabilityExtreme, HugeBroadcastViewDoesNotWrapTheScratchSize) {
   }
   auto plan = Plan::create(p);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
+}
+
+// A gradOutput broadcast over its pixels (spatial strides 0) is no
+// contiguous pixel sequence: the planar 1x1 GEMMs read 16 neighbouring
+// elements of it at a time, and took it for stride 1 (a fuzz_plan finding:
+// a transposed 1x1x1 layer with 8 groups read past the one element stored).
+// Both planar 1x1 data paths decline it, and the plan matches the reference.
+TEST(ReliabilityExtreme, BroadcastPixelsAreNotContiguousForThePlanar1x1Paths) {
+  for (bool transposed : {true, false}) {
+    Problem p;
+    p.transposed = transposed;
+    p.input.dims = {1, 16, 4, 4, 4};
+    p.weight.dims = {16, 2, 1, 1, 1};
+    p.grad_output.dims = {1, 16, 4, 4, 4};
+    p.grad_output.strides = {0, 0, 0, 0, 0};
+    p.grad_output.storage_elements = 1;
+    p.stride = {1, 1, 1};
+    p.padding_before = {0, 0, 0};
+    p.dilation = {1, 1, 1};
+    p.groups = 8;
+    p.output_mask = {true, false, false};
+    auto spec = detail::validate(p);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    const detail::OpSpec op = spec->op_for(Gradient::input);
+    for (const detail::Implementation* impl : {&detail::kGemm1x1FwdImpl, &detail::kGemm1x1BwdDataImpl}) {
+      std::string why;
+      auto k = impl->plan(op, detail::PlanContext{detail::Isa::scalar, 2}, &why);
+      EXPECT_EQ(k, nullptr) << impl->name << (transposed ? " transposed" : "");
+    }
+    const float one = 0.75f;
+    std::vector<float> w(32, 0.5f), dx(16 * 64, -1.0f), want(16 * 64, -2.0f);
+    p.grad_input.dims = p.input.dims;
+    auto plan = Plan::create(p);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    Buffers bufs{&one, nullptr, w.data(), dx.data(), nullptr, nullptr};
+    std::vector<unsigned char> ws(plan->workspace_size());
+    ASSERT_FALSE(plan->execute(bufs, ws.data(), ws.size()));
+    auto rspec = detail::validate(p);
+    detail::reference_run(rspec->op_for(Gradient::input), &one, w.data(), want.data());
+    EXPECT_EQ(dx, want) << (transposed ? "transposed" : "");
+  }
 }
 
 }  // namespace
