@@ -130,8 +130,10 @@ TEST(DepthwiseDirect, EveryGeometryF32) {
 }
 
 // Groups of 16 -> 16 channels in 2D and 3D are left to the GEMM paths (the
-// direct kernels were slower there); in 1D, and below 16 on either side,
-// they stay direct.
+// row-vectorized direct kernels were slower there); in 1D, and below 16 on
+// either side, they stay direct. A tier with 16-lane channel blocks takes
+// groups of 12 to 16 a side there instead (depthwise_cl, grouped), unless
+// the GEMMs multiply the operands as bf16 pairs.
 TEST(DepthwiseDirect, SixteenChannelGroupsIn2DAnd3DGoToGemm) {
   struct Case {
     const char* desc;
@@ -142,21 +144,28 @@ TEST(DepthwiseDirect, SixteenChannelGroupsIn2DAnd3DGoToGemm) {
       {"mb2g2ic32iw40oc32kw3pw1", false},
       {"mb2g2ic32ih6iw9oc30kh3kw3ph1pw1", false},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.desc);
-    const Problem p = parse(c.desc);
-    auto plan = Plan::create(p);
-    ASSERT_TRUE(plan) << plan.error().message;
-    for (Gradient gr : {Gradient::input, Gradient::weight}) {
-      const std::string impl(impl_base(plan->implementation(gr)));
-      if (c.gemm)
-        EXPECT_EQ(impl.rfind("gemm_", 0), 0u) << impl;
-      else
-        EXPECT_EQ(impl, "depthwise_direct");
+  const detail::KernelConfig& cfg = detail::kernel_config(detail::active_isa());
+  for (const Case& c : cases)
+    for (const char* sfx : {"", "_dtbf16"}) {
+      const std::string desc = std::string(c.desc) + sfx;
+      SCOPED_TRACE(desc);
+      const Problem p = parse(desc);
+      const bool pairs = std::string(sfx) == "_dtbf16" && cfg.bf16.gather != nullptr;
+      const bool blocks = cfg.depthwise.cl.lanes >= 16 && !pairs;
+      auto plan = Plan::create(p);
+      ASSERT_TRUE(plan) << plan.error().message;
+      for (Gradient gr : {Gradient::input, Gradient::weight}) {
+        const std::string impl(impl_base(plan->implementation(gr)));
+        if (blocks)
+          EXPECT_EQ(impl, "depthwise_cl_fused");
+        else if (c.gemm)
+          EXPECT_EQ(impl.rfind("gemm_", 0), 0u) << impl;
+        else
+          EXPECT_EQ(impl, "depthwise_direct");
+      }
+      const Comparison cmp = check_against_reference(p, {});
+      EXPECT_TRUE(cmp.pass) << cmp.first_failure;
     }
-    const Comparison cmp = check_against_reference(p, {});
-    EXPECT_TRUE(cmp.pass) << cmp.first_failure;
-  }
 }
 
 TEST(DepthwiseDirect, DtypesAndRounding) {
@@ -437,6 +446,52 @@ TEST(DepthwiseDirect, WideAndNarrowChannelBlocksGiveTheSameBits) {
     EXPECT_GE(flipping, 5) << tier_name(isa);
   }
   if (tiers == 0) GTEST_SKIP() << "no tier here has two channel-block widths";
+}
+
+// Groups of 12 to 16 channels a side in the 16-lane channel blocks of the
+// tiers that have them, called directly: exact against the reference on
+// small integers (both gradients, 1D/2D/3D, strides, transposed, channel
+// tails on both sides, fp16 and mixed dtypes, strided views), the same bits
+// at 1, 2 and 3 threads on data whose sums round, and declined for bf16
+// operands where the GEMMs have pair kernels.
+TEST(DepthwiseDirect, SixteenChannelGroupsInSixteenLaneBlocks) {
+  const char* const kWide[] = {
+      "mb2g2ic32ih6iw11oc32kh3kw3ph1pw1",           "mb1g3ic36ih5iw9oc42kh3kw3sh2sw2ph1pw1",
+      "mb1g2ic32id3ih4iw5oc32kd3kh3kw3pd1ph1pw1",   "mb2g2ic28ih5iw6oc32kh3kw3sh2sw2ph1pw1_tr",
+      "mb2g2ic32iw40oc26kw5pw2",                    "mb1g2ic24ih7iw7oc24kh5kw5ph2pw2",
+  };
+  detail::ThreadPool pool(3);
+  int tiers = 0;
+  for (Isa isa : test_isas()) {
+    const detail::KernelConfig& cfg = detail::kernel_config(isa);
+    if (cfg.depthwise.cl.lanes < 16) continue;
+    ++tiers;
+    for (const char* geo : kWide) {
+      for (const char* sfx : {"", "_dtf16", "_dtf16:bf16:f32"})
+        for (Layout layout : {Layout::contiguous, Layout::padded}) {
+          const std::string desc = std::string(geo) + sfx;
+          Direct d(desc, layout, Fill::small_ints);
+          Direct f(desc, layout, Fill::uniform);
+          for (Gradient g : {Gradient::input, Gradient::weight}) {
+            const auto& m = detail::kDepthwiseClImpl;
+            EXPECT_TRUE(d.run(g, isa, 2, pool, m) == d.reference(g)) << desc << " " << tier_name(isa);
+            const auto one = f.run(g, isa, 1, pool, m);
+            EXPECT_TRUE(one == f.run(g, isa, 2, pool, m) && one == f.run(g, isa, 3, pool, m))
+                << desc << " " << tier_name(isa);
+          }
+        }
+      if (cfg.bf16.gather == nullptr) continue;
+      Direct b(std::string(geo) + "_dtbf16", Layout::contiguous, Fill::small_ints);
+      for (Gradient g : {Gradient::input, Gradient::weight}) {
+        detail::PlanContext ctx;
+        ctx.isa = isa;
+        ctx.threads = 2;
+        std::string why;
+        EXPECT_EQ(detail::kDepthwiseClImpl.plan(b.spec.op_for(g), ctx, &why), nullptr) << geo << " " << tier_name(isa);
+      }
+    }
+  }
+  if (tiers == 0) GTEST_SKIP() << "no tier here has 16-lane channel blocks";
 }
 
 // An Inf in an image column that no output reads stays out of gradWeight:

@@ -4,7 +4,6 @@
 // the ISA's kernel; the kernels live in src/kernels/depthwise/.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "kernels/config.hpp"
 #include "impl/bias/bias_plan.hpp"
 #include "impl/depthwise/depthwise_cl.hpp"
+#include "impl/gemm/common.hpp"
 #include "kernels/depthwise/depthwise_cl_plan.hpp"
 #include "kernels/depthwise/depthwise_plan.hpp"
 #include "impl/implementation.hpp"
@@ -337,10 +337,12 @@ class DepthwiseClFusedKernel final : public FusedKernel {
 
 // Grouped layers take the channel-blocked path when a group has 6 to 8
 // channels on both sides (ResNeXt: 8 -> 8), in 8-lane blocks (see
-// depthwise_cl_kernels_for), whose lanes they fill at least 6 of. Smaller
+// depthwise_cl_kernels_for), whose lanes they fill at least 6 of; on a tier
+// with 16-lane blocks also 12 to 16 a side, in those (cl_groups_fit). Smaller
 // groups waste lanes there and vectorize better along the rows
 // (depthwise_direct).
 constexpr int64_t kClMinGroup = 6, kClMaxGroup = 8;
+constexpr int64_t kClMinWideGroup = 12, kClMaxWideGroup = 16;
 
 // The least time a tier's wide channel blocks save per lane over its 8-lane
 // ones (see depthwise_cl_kernels_for).
@@ -369,16 +371,32 @@ const DwClKernels& depthwise_cl_kernels_for(bool grouped, int64_t groups, int th
 
 namespace {
 
+bool both_sides_in(const Geometry& g, int64_t lo, int64_t hi) {
+  return g.c >= lo && g.c <= hi && g.k >= lo && g.k <= hi;
+}
+
+// Whether the 16-lane blocks of a tier that has them take a grouped layer
+// of 12 to 16 channels a side (g8 128@28: 16 -> 16), one group per block.
+// Against the 16x16 GEMM tiles, fp32 and fp16 all three gradients ran 1.14x
+// and 1.15x (1 thread); bf16 operands that the GEMMs multiply as pairs
+// (vdpbf16ps) ran 0.92x here, widened to fp32, so they stay there.
+bool wide_groups_fit(const OpSpec& op, const KernelConfig& cfg) {
+  return cfg.depthwise.cl.lanes >= kClMaxWideGroup && both_sides_in(op.geo, kClMinWideGroup, kClMaxWideGroup) &&
+         !gemm::bf16_pairs(op, cfg);
+}
+
 // Channel-blocked plan for depthwise and small-group layers (see
 // kernels/depthwise/depthwise_cl_plan.hpp).
 std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
+  const KernelConfig& cfg = kernel_config(ctx.isa);
   const bool grouped = !(g.c == 1 && g.k == 1);
-  const bool wide_groups = grouped && std::getenv("CLG16") && g.c > kClMaxGroup && g.c <= 16 && g.k <= 16 && g.k > kClMaxGroup;
-  if (grouped && !wide_groups && !(g.c >= kClMinGroup && g.c <= kClMaxGroup && g.k >= kClMinGroup && g.k <= kClMaxGroup)) {
+  const bool wide_groups = grouped && wide_groups_fit(op, cfg);
+  if (grouped && !wide_groups && !both_sides_in(g, kClMinGroup, kClMaxGroup)) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
-           " channels; this path takes one channel per group, or 6 to 8 on each side";
+           " channels; this path takes one channel per group, 6 to 8 on each side, or 12 to 16 on a tier with "
+           "16-lane blocks unless the GEMMs multiply the operands as bf16 pairs";
     return nullptr;
   }
   if (reduction_length(op) == 0 || op.a.empty() || op.b.empty() || op.dst.empty() || g.spatial < 1 ||
@@ -391,7 +409,8 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   // extents below (wrong results, reads out of bounds).
   if (!tap_indices_fit(g, why)) return nullptr;
   const int threads = std::max(1, ctx.threads);
-  const DwClKernels& kernels = wide_groups ? kernel_config(ctx.isa).depthwise.cl : depthwise_cl_kernels_for(grouped, g.groups, threads, kernel_config(ctx.isa).depthwise);
+  const DwClKernels& kernels =
+      wide_groups ? cfg.depthwise.cl : depthwise_cl_kernels_for(grouped, g.groups, threads, cfg.depthwise);
   const int64_t W = kernels.lanes;
   DwClPlan p;
   p.lanes = W;
