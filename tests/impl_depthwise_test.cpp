@@ -132,7 +132,7 @@ TEST(DepthwiseDirect, EveryGeometryF32) {
 // Groups of 16 -> 16 channels in 2D and 3D are left to the GEMM paths (the
 // row-vectorized direct kernels were slower there); in 1D, and below 16 on
 // either side, they stay direct. A tier with 16-lane channel blocks takes
-// groups of 12 to 16 a side there instead (depthwise_cl, grouped), unless
+// groups of up to 16 a side there instead (depthwise_cl, grouped), unless
 // the GEMMs multiply the operands as bf16 pairs.
 TEST(DepthwiseDirect, SixteenChannelGroupsIn2DAnd3DGoToGemm) {
   struct Case {
@@ -448,10 +448,11 @@ TEST(DepthwiseDirect, WideAndNarrowChannelBlocksGiveTheSameBits) {
   if (tiers == 0) GTEST_SKIP() << "no tier here has two channel-block widths";
 }
 
-// Groups of 12 to 16 channels a side in the 16-lane channel blocks of the
-// tiers that have them, called directly: exact against the reference on
-// small integers (both gradients, 1D/2D/3D, strides, transposed, channel
-// tails on both sides, fp16 and mixed dtypes, strided views), the same bits
+// Groups of 6 to 16 channels a side with more than 8 on one in the 16-lane
+// channel blocks of the tiers that have them, called directly: exact against
+// the reference on small integers (both gradients, 1D/2D/3D, strides,
+// transposed, channel tails on both sides, 8 -> 16 and 16 -> 6, fp16 and
+// mixed dtypes, strided views), the same bits
 // at 1, 2 and 3 threads on data whose sums round, and declined for bf16
 // operands where the GEMMs have pair kernels.
 TEST(DepthwiseDirect, SixteenChannelGroupsInSixteenLaneBlocks) {
@@ -459,6 +460,8 @@ TEST(DepthwiseDirect, SixteenChannelGroupsInSixteenLaneBlocks) {
       "mb2g2ic32ih6iw11oc32kh3kw3ph1pw1",           "mb1g3ic36ih5iw9oc42kh3kw3sh2sw2ph1pw1",
       "mb1g2ic32id3ih4iw5oc32kd3kh3kw3pd1ph1pw1",   "mb2g2ic28ih5iw6oc32kh3kw3sh2sw2ph1pw1_tr",
       "mb2g2ic32iw40oc26kw5pw2",                    "mb1g2ic24ih7iw7oc24kh5kw5ph2pw2",
+      "mb2g2ic16ih6iw9oc32kh3kw3ph1pw1",            "mb1g2ic32ih5iw7oc12kh3kw3sh2sw2ph1pw1",
+      "mb2g3ic27ih6iw6oc30kh3kw3ph1pw1",
   };
   detail::ThreadPool pool(3);
   int tiers = 0;

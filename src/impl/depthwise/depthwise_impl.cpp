@@ -338,11 +338,10 @@ class DepthwiseClFusedKernel final : public FusedKernel {
 // Grouped layers take the channel-blocked path when a group has 6 to 8
 // channels on both sides (ResNeXt: 8 -> 8), in 8-lane blocks (see
 // depthwise_cl_kernels_for), whose lanes they fill at least 6 of; on a tier
-// with 16-lane blocks also 12 to 16 a side, in those (cl_groups_fit). Smaller
-// groups waste lanes there and vectorize better along the rows
-// (depthwise_direct).
-constexpr int64_t kClMinGroup = 6, kClMaxGroup = 8;
-constexpr int64_t kClMinWideGroup = 12, kClMaxWideGroup = 16;
+// with 16-lane blocks also 6 to 16 a side with more than 8 on one, in those
+// (wide_groups_fit). Smaller groups waste lanes there and vectorize better
+// along the rows (depthwise_direct).
+constexpr int64_t kClMinGroup = 6, kClMaxGroup = 8, kClMaxWideGroup = 16;
 
 // The least time a tier's wide channel blocks save per lane over its 8-lane
 // ones (see depthwise_cl_kernels_for).
@@ -376,13 +375,16 @@ bool both_sides_in(const Geometry& g, int64_t lo, int64_t hi) {
 }
 
 // Whether the 16-lane blocks of a tier that has them take a grouped layer
-// of 12 to 16 channels a side (g8 128@28: 16 -> 16), one group per block.
-// Against the 16x16 GEMM tiles, fp32 and fp16 all three gradients ran 1.14x
-// and 1.15x (1 thread); bf16 operands that the GEMMs multiply as pairs
-// (vdpbf16ps) ran 0.92x here, widened to fp32, so they stay there.
+// of 6 to 16 channels a side with more than 8 on one (g8 128@28: 16 -> 16),
+// one group per block. All three gradients, 2 threads, against the 16x16
+// GEMM tiles (16 -> 16 in 2D/3D) or the row-vectorized direct kernels (the
+// rest): g8 128@28 fp32 1.13x, fp16 1.16x; 9 to 12 channels 1.6x-1.9x; 8 ->
+// 16 1.31x, 16 -> 8 2.06x; 1D 1.2x-1.8x; 3D 1.23x. bf16 operands that the
+// GEMMs multiply as pairs (vdpbf16ps) ran 0.92x here, widened to fp32, so
+// they stay there.
 bool wide_groups_fit(const OpSpec& op, const KernelConfig& cfg) {
-  return cfg.depthwise.cl.lanes >= kClMaxWideGroup && both_sides_in(op.geo, kClMinWideGroup, kClMaxWideGroup) &&
-         !gemm::bf16_pairs(op, cfg);
+  return cfg.depthwise.cl.lanes >= kClMaxWideGroup && both_sides_in(op.geo, kClMinGroup, kClMaxWideGroup) &&
+         !both_sides_in(op.geo, kClMinGroup, kClMaxGroup) && !gemm::bf16_pairs(op, cfg);
 }
 
 // Channel-blocked plan for depthwise and small-group layers (see
@@ -395,8 +397,8 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   const bool wide_groups = grouped && wide_groups_fit(op, cfg);
   if (grouped && !wide_groups && !both_sides_in(g, kClMinGroup, kClMaxGroup)) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
-           " channels; this path takes one channel per group, 6 to 8 on each side, or 12 to 16 on a tier with "
-           "16-lane blocks unless the GEMMs multiply the operands as bf16 pairs";
+           " channels; this path takes one channel per group, 6 to 8 on each side, or up to 16 on a tier "
+           "with 16-lane blocks unless the GEMMs multiply the operands as bf16 pairs";
     return nullptr;
   }
   if (reduction_length(op) == 0 || op.a.empty() || op.b.empty() || op.dst.empty() || g.spatial < 1 ||
