@@ -207,6 +207,12 @@ TEST(ImplGemm, Bf16PairsInTheWeightGradients) {
         Fill::small_ints);
   check("mb2ic21ih6iw7oc19kh3sh2ph1_tr_dtbf16", Gradient::weight, Layout::reversed, Layout::channels_last,
         Fill::small_ints);
+  // Planar rows converted several at a time (256 / width rows per call):
+  // images taller than one call, with padding rows, channel tails, stride
+  // 2 (two column classes a step apart) and 3D.
+  for (const char* d : {"mb2ic19ih15iw40oc10kh3ph1_dtbf16", "mb1ic9ih20iw33oc7kh3sh2ph1_dtbf16",
+                        "mb1ic5id3ih12iw30oc6kd2kh3kw3pd1ph1pw1_dtbf16"})
+    check(d, Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
   // Chunks of rows (tiles resting in fp32 between them), a single-pair
   // chunk cap, and batches of images accumulating into the same tiles.
   for (const char* steps : {"1", "3", "7"}) {

@@ -259,20 +259,50 @@ void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float
   int64_t span = 0;  // past the last slot's low column
   for (int64_t f : first) span = std::max(span, f + 2 * step * (slots - 1) + 1);
   bool nonfinite = false;
+  // nw pixels of nc channels from source index first (pixel stride
+  // st.sp[2]) into `into`, channels last at pitch cp, lanes nc.. +0.
+  auto convert_pixels = [&](int64_t first_pixel, int64_t nc, int64_t nw, float* into) {
+    convert(base, DataType::bf16, OperandRounding::none, first_pixel, st.ch, st.sp[2], nc, nw, into, cp);
+    if (nc < cp)
+      for (int64_t w = 0; w < nw; ++w) std::fill(into + w * cp + nc, into + (w + 1) * cp, 0.0f);
+    if (zero_nonfinite) detail::zero_nonfinite(into, nw * cp);
+    if (found && check(into, nw * cp)) nonfinite = true;
+  };
   // Converts stored columns [a, b) of source row src_row (clipped to the
   // source) into `into`; returns the first column converted.
   auto convert_range = [&](int64_t src_row, int64_t nc, int64_t a, int64_t b, float* into) {
     a = std::max(a, c_lo);
     b = std::min(b, c_hi);
     if (a >= b) return a;
-    const int64_t nw = b - a;
-    convert(base, DataType::bf16, OperandRounding::none, src_row + (a - lo[2]) * st.sp[2], st.ch, st.sp[2], nc, nw,
-            into, cp);
-    if (nc < cp)
-      for (int64_t w = 0; w < nw; ++w) std::fill(into + w * cp + nc, into + (w + 1) * cp, 0.0f);
-    if (zero_nonfinite) detail::zero_nonfinite(into, nw * cp);
-    if (found && check(into, nw * cp)) nonfinite = true;
+    convert_pixels(src_row + (a - lo[2]) * st.sp[2], nc, b - a, into);
     return a;
+  };
+  // The slots of stored row o whose low column lies in [wa, wb), from the
+  // fp32 copies lo32 (stored columns from lo_first on) and hi32 (from
+  // hi_first): each slot's pair is two 32-bit rows of them, vector by vector.
+  auto merge_slots = [&](uint32_t* o, const uint32_t* lo32, int64_t lo_first, const uint32_t* hi32, int64_t hi_first,
+                         int64_t wa, int64_t wb) {
+    for (size_t m = 0; m < first.size(); ++m) {
+      const int64_t period = 2 * step;
+      const int64_t q0 = std::min(slots, ceil_div(std::max<int64_t>(wa - first[m], 0), period));
+      const int64_t q1 = std::min(slots, ceil_div(std::max<int64_t>(wb - first[m], 0), period));
+      for (int64_t q = q0; q < q1; ++q) {
+        uint32_t* const d = o + (static_cast<int64_t>(m) * slots + q) * cp;
+        const int64_t col = first[m] + period * q;
+        const bool has_lo = col >= c_lo && col < c_hi, has_hi = col + step >= c_lo && col + step < c_hi;
+        const uint32_t* const lo_row = lo32 + (has_lo ? col - lo_first : 0) * cp;
+        const uint32_t* const hi_row = hi32 + (has_hi ? col + step - hi_first : 0) * cp;
+        if (has_lo && has_hi) {
+          for (int64_t j = 0; j < cp; ++j) d[j] = lo_row[j] >> 16 | (hi_row[j] & 0xffff0000u);
+        } else if (has_lo) {
+          for (int64_t j = 0; j < cp; ++j) d[j] = lo_row[j] >> 16;
+        } else if (has_hi) {
+          for (int64_t j = 0; j < cp; ++j) d[j] = hi_row[j] & 0xffff0000u;
+        } else {
+          std::memset(d, 0, static_cast<size_t>(cp) * sizeof(uint32_t));
+        }
+      }
+    }
   };
   for (int64_t cb = 0; cb < blocks(); ++cb) {
     uint32_t* const out =
@@ -287,6 +317,15 @@ void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float
                           nc, c_lo, c_hi, out, zero_nonfinite, found ? &nonfinite : nullptr);
       continue;
     }
+    // Planar rows that lie back to back in the source, each within one
+    // window: several rows per converter call, as one run of pixels (rows
+    // of 28 to 56 columns made one call per row, whose overhead was most of
+    // the converter's time in the bf16 3x3 weight gradients).
+    const int64_t rows_per_call =
+        st.sp[2] == 1 && st.sp[1] == src[2] && one_range && span <= kWindow && src[2] <= kWindow
+            ? std::max<int64_t>(1, kWindow / src[2])
+            : 1;
+    int64_t have_lo = 0, have_hi = 0;  // source rows in lo_wide (rows_per_call > 1)
     for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
       uint32_t* const o = out + e1 * row;
       const int64_t x1 = e1 - lo[1];
@@ -295,34 +334,23 @@ void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float
         continue;
       }
       const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1];
+      if (rows_per_call > 1) {
+        if (x1 < have_lo || x1 >= have_hi) {
+          have_lo = x1;
+          have_hi = std::min(src[1], x1 + rows_per_call);
+          convert_pixels(src_row, nc, (have_hi - have_lo) * src[2], lo_wide);
+        }
+        // Stored column col of this row: pixel (x1 - have_lo) * src[2] + col - lo[2].
+        const uint32_t* const row32 = reinterpret_cast<const uint32_t*>(lo_wide) + (x1 - have_lo) * src[2] * cp;
+        merge_slots(o, row32, lo[2], row32, lo[2], 0, kWindow);
+        continue;
+      }
       for (int64_t wa = 0; wa < span; wa += kWindow) {
         const int64_t wb = wa + kWindow;
         const int64_t lo_first = convert_range(src_row, nc, wa, one_range ? wb + step : wb, lo_wide);
         const int64_t hi_first = one_range ? lo_first : convert_range(src_row, nc, wa + step, wb + step, hi_wide);
-        const uint32_t* const lo32 = reinterpret_cast<const uint32_t*>(lo_wide);
-        const uint32_t* const hi32 = reinterpret_cast<const uint32_t*>(hi_wide);
-        for (size_t m = 0; m < first.size(); ++m) {
-          // The class's slots with low column in [wa, wb).
-          const int64_t period = 2 * step;
-          const int64_t q0 = std::min(slots, ceil_div(std::max<int64_t>(wa - first[m], 0), period));
-          const int64_t q1 = std::min(slots, ceil_div(std::max<int64_t>(wb - first[m], 0), period));
-          for (int64_t q = q0; q < q1; ++q) {
-            uint32_t* const d = o + (static_cast<int64_t>(m) * slots + q) * cp;
-            const int64_t col = first[m] + period * q;
-            const bool has_lo = col >= c_lo && col < c_hi, has_hi = col + step >= c_lo && col + step < c_hi;
-            const uint32_t* const lo_row = lo32 + (has_lo ? col - lo_first : 0) * cp;
-            const uint32_t* const hi_row = hi32 + (has_hi ? col + step - hi_first : 0) * cp;
-            if (has_lo && has_hi) {
-              for (int64_t j = 0; j < cp; ++j) d[j] = lo_row[j] >> 16 | (hi_row[j] & 0xffff0000u);
-            } else if (has_lo) {
-              for (int64_t j = 0; j < cp; ++j) d[j] = lo_row[j] >> 16;
-            } else if (has_hi) {
-              for (int64_t j = 0; j < cp; ++j) d[j] = hi_row[j] & 0xffff0000u;
-            } else {
-              std::memset(d, 0, static_cast<size_t>(cp) * sizeof(uint32_t));
-            }
-          }
-        }
+        merge_slots(o, reinterpret_cast<const uint32_t*>(lo_wide), lo_first, reinterpret_cast<const uint32_t*>(hi_wide),
+                    hi_first, wa, wb);
       }
     }
   }
