@@ -87,26 +87,19 @@ struct VecAvx2 {
   // base, c < nv), channels last: out[j*8 + c] for j < n rounded up to 8,
   // rounded as rnd asks; rows c >= nv and elements past n are +0. Straight
   // from the rows into registers: through a row copy and a transpose of the
-  // copy, packing a short row took about 4 times the instructions. Returns
-  // whether a stored value is NaN or +-Inf, tested in the registers (a pass
-  // over the packed plane afterwards was a tenth of a depthwise layer).
-  static bool load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+  // copy, packing a short row took about 4 times the instructions.
+  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
                                    OperandRounding rnd, float* out) {
     switch (dt) {
       case DataType::f32: return load_rows_transposed_t<DataType::f32>(base, rows, nv, n, rnd, out);
       case DataType::f16: return load_rows_transposed_t<DataType::f16>(base, rows, nv, n, rnd, out);
       case DataType::bf16: return load_rows_transposed_t<DataType::bf16>(base, rows, nv, n, rnd, out);
-      default:
-        dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
-        return any_nonfinite(out, dw_round_up(n, W) * W);
+      default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
     }
   }
   template <DataType T>
-  static bool load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
+  static void load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
                                      OperandRounding rnd, float* out) {
-    // any_nonfinite's test: only an all-ones exponent carries into the sign.
-    const __m256i exponent = _mm256_set1_epi32(0x7f800000), one = _mm256_set1_epi32(0x00800000);
-    __m256i any = _mm256_setzero_si256();
     for (int64_t j = 0; j < n; j += W) {
       const int64_t cnt = std::min<int64_t>(W, n - j);
       R r[8];
@@ -117,12 +110,10 @@ struct VecAvx2 {
           r[c] = round(from(base, T, rows[c] + j), rnd);
         else
           r[c] = round(avx2::load_partial<T>(base, rows[c] + j, cnt), rnd);
-        any = _mm256_or_si256(any, _mm256_add_epi32(_mm256_and_si256(_mm256_castps_si256(r[c]), exponent), one));
       }
       avx2::transpose8x8(r);
       for (int i = 0; i < 8; ++i) store(out + (j + i) * W, r[i]);
     }
-    return _mm256_movemask_ps(_mm256_castsi256_ps(any)) != 0;
   }
 
   // out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal

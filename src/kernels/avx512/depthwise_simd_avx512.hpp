@@ -87,25 +87,19 @@ struct VecAvx512 {
   // Elements [0, n) of up to 16 contiguous rows (row c at element rows[c] of
   // base, c < nv), channels last: out[j*16 + c] for j < n rounded up to 16,
   // rounded as rnd asks; rows c >= nv and elements past n are +0. Straight
-  // from the rows into registers, as VecAvx2's; returns whether a stored
-  // value is NaN or +-Inf, tested in the registers as VecAvx2's.
-  static bool load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+  // from the rows into registers, as VecAvx2's.
+  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
                                    OperandRounding rnd, float* out) {
     switch (dt) {
       case DataType::f32: return load_rows_transposed_t<DataType::f32>(base, rows, nv, n, rnd, out);
       case DataType::f16: return load_rows_transposed_t<DataType::f16>(base, rows, nv, n, rnd, out);
       case DataType::bf16: return load_rows_transposed_t<DataType::bf16>(base, rows, nv, n, rnd, out);
-      default:
-        dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
-        return any_nonfinite(out, dw_round_up(n, W) * W);
+      default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
     }
   }
   template <DataType T>
-  static bool load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
+  static void load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
                                      OperandRounding rnd, float* out) {
-    // any_nonfinite's test: only an all-ones exponent carries into the sign.
-    const __m512i exponent = _mm512_set1_epi32(0x7f800000), one = _mm512_set1_epi32(0x00800000);
-    __m512i any = _mm512_setzero_si512();
     for (int64_t j = 0; j < n; j += W) {
       const int64_t cnt = std::min<int64_t>(W, n - j);
       R r[16];
@@ -116,12 +110,10 @@ struct VecAvx512 {
           r[c] = round(load16<T>(base, rows[c] + j), rnd);
         else
           r[c] = round(load_partial16<T>(base, rows[c] + j, cnt), rnd);
-        any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(r[c]), exponent), one));
       }
       transpose16x16(r);
       for (int i = 0; i < 16; ++i) store(out + (j + i) * W, r[i]);
     }
-    return _mm512_test_epi32_mask(any, _mm512_set1_epi32(static_cast<int>(0x80000000u))) != 0;
   }
 
   // out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal
