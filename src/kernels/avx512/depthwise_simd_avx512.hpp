@@ -76,62 +76,16 @@ struct VecAvx512 {
     }
   }
 
-  // out[j*os + i] = in[i*is + j] for i, j < 16.
+  static void transpose(R* r) { transpose16x16(r); }
+  static void stream(float* p, R v) { stream16(p, v); }
   static void transpose_block(const float* in, int64_t is, float* out, int64_t os) {
-    R r[16];
-    for (int i = 0; i < 16; ++i) r[i] = load(in + i * is);
-    transpose16x16(r);
-    for (int j = 0; j < 16; ++j) store(out + j * os, r[j]);
+    dw_vector_transpose_block<VecAvx512>(in, is, out, os);
   }
-
-  // Elements [0, n) of up to 16 contiguous rows (row c at element rows[c] of
-  // base, c < nv), channels last: out[j*16 + c] for j < n rounded up to 16,
-  // rounded as rnd asks; rows c >= nv and elements past n are +0. Straight
-  // from the rows into registers, as VecAvx2's.
   static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
                                    OperandRounding rnd, float* out) {
-    switch (dt) {
-      case DataType::f32: return load_rows_transposed_t<DataType::f32>(base, rows, nv, n, rnd, out);
-      case DataType::f16: return load_rows_transposed_t<DataType::f16>(base, rows, nv, n, rnd, out);
-      case DataType::bf16: return load_rows_transposed_t<DataType::bf16>(base, rows, nv, n, rnd, out);
-      default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
-    }
+    dw_vector_load_rows_transposed<VecAvx512>(base, dt, rows, nv, n, rnd, out);
   }
-  template <DataType T>
-  static void load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
-                                     OperandRounding rnd, float* out) {
-    for (int64_t j = 0; j < n; j += W) {
-      const int64_t cnt = std::min<int64_t>(W, n - j);
-      R r[16];
-      for (int c = 0; c < 16; ++c) {
-        if (c >= nv)
-          r[c] = zero();
-        else if (cnt == W)
-          r[c] = round(load16<T>(base, rows[c] + j), rnd);
-        else
-          r[c] = round(load_partial16<T>(base, rows[c] + j, cnt), rnd);
-      }
-      transpose16x16(r);
-      for (int i = 0; i < 16; ++i) store(out + (j + i) * W, r[i]);
-    }
-  }
-
-  // out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal
-  // stores and the partial lines at either end with ordinary ones (a line
-  // another task also writes is never streamed).
-  static void stream_row(const float* in, int64_t n, float* out) {
-    const auto addr = reinterpret_cast<uintptr_t>(out);
-    if (addr % 4 != 0) {
-      std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
-      return;
-    }
-    const int64_t mis = static_cast<int64_t>(addr % 64 / 4);
-    const int64_t head = std::min<int64_t>(n, mis ? 16 - mis : 0);
-    int64_t i = 0;
-    for (; i < head; ++i) out[i] = in[i];
-    for (; i + 16 <= n; i += 16) stream16(out + i, load(in + i));
-    for (; i < n; ++i) out[i] = in[i];
-  }
+  static void stream_row(const float* in, int64_t n, float* out) { dw_vector_stream_row<VecAvx512>(in, n, out); }
   // Orders the non-temporal stores before the task's completion is published.
   static void store_fence() { _mm_sfence(); }
 

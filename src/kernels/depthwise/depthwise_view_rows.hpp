@@ -7,7 +7,9 @@
 // unnamed namespace, as they are (compiled with every tier's flags).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/depthwise/depthwise_plan.hpp"
@@ -30,6 +32,75 @@ inline void dw_vector_load_row(const void* base, DataType dt, int64_t off, int64
   int64_t i = 0;
   for (; i + V::W <= n; i += V::W) V::store(out + i, V::round(V::from(base, dt, off + i), rnd));
   if (i < n) V::store_partial(out + i, V::round(V::from_partial(base, dt, off + i, n - i), rnd), n - i);
+}
+
+// The channel-blocked kernels' row helpers of the vector types, written once
+// over V (VecAvx2, VecAvx512: W lanes, zero(), store(), load(),
+// from(base, dt, i), from_partial(base, dt, i, n), round(v, rnd),
+// transpose(r) of a W x W block in registers, and stream(p, v), a
+// non-temporal store of W floats at a W*4-byte-aligned p).
+
+// Elements [0, n) of up to W contiguous rows (row c at element rows[c] of
+// base, c < nv), channels last: out[j*W + c] for j < n rounded up to W,
+// rounded as rnd asks; rows c >= nv and elements past n are +0. Straight
+// from the rows into registers: through a row copy and a transpose of the
+// copy, packing a short row took about 4 times the instructions.
+template <class V, DataType T>
+inline void dw_vector_load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
+                                             OperandRounding rnd, float* out) {
+  constexpr int64_t W = V::W;
+  for (int64_t j = 0; j < n; j += W) {
+    const int64_t cnt = std::min<int64_t>(W, n - j);
+    typename V::R r[W];
+    for (int c = 0; c < W; ++c) {
+      if (c >= nv)
+        r[c] = V::zero();
+      else if (cnt == W)
+        r[c] = V::round(V::from(base, T, rows[c] + j), rnd);
+      else
+        r[c] = V::round(V::from_partial(base, T, rows[c] + j, cnt), rnd);
+    }
+    V::transpose(r);
+    for (int i = 0; i < W; ++i) V::store(out + (j + i) * W, r[i]);
+  }
+}
+template <class V>
+inline void dw_vector_load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                           OperandRounding rnd, float* out) {
+  switch (dt) {
+    case DataType::f32: return dw_vector_load_rows_transposed_t<V, DataType::f32>(base, rows, nv, n, rnd, out);
+    case DataType::f16: return dw_vector_load_rows_transposed_t<V, DataType::f16>(base, rows, nv, n, rnd, out);
+    case DataType::bf16: return dw_vector_load_rows_transposed_t<V, DataType::bf16>(base, rows, nv, n, rnd, out);
+    default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, V::W, out);
+  }
+}
+
+// out[j*os + i] = in[i*is + j] for i, j < W.
+template <class V>
+inline void dw_vector_transpose_block(const float* in, int64_t is, float* out, int64_t os) {
+  typename V::R r[V::W];
+  for (int i = 0; i < V::W; ++i) r[i] = V::load(in + i * is);
+  V::transpose(r);
+  for (int j = 0; j < V::W; ++j) V::store(out + j * os, r[j]);
+}
+
+// out[0..n) = in[0..n), whole 64-byte lines of out with non-temporal stores
+// and the partial lines at either end with ordinary ones (a line another
+// task also writes is never streamed).
+template <class V>
+inline void dw_vector_stream_row(const float* in, int64_t n, float* out) {
+  const auto addr = reinterpret_cast<uintptr_t>(out);
+  if (addr % 4 != 0) {
+    std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const int64_t mis = static_cast<int64_t>(addr % 64 / 4);
+  const int64_t head = std::min<int64_t>(n, mis ? 16 - mis : 0);
+  int64_t i = 0;
+  for (; i < head; ++i) out[i] = in[i];
+  for (; i + 16 <= n; i += 16)
+    for (int64_t k = 0; k < 16; k += V::W) V::stream(out + i + k, V::load(in + i + k));
+  for (; i < n; ++i) out[i] = in[i];
 }
 
 template <class V>
