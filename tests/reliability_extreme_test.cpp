@@ -192,5 +192,27 @@ TEST(ReliabilityExtreme, BroadcastPixelsAreNotContiguousForThePlanar1x1Paths) {
   }
 }
 
+// A one-pixel signal padded by 2^62 - 1 on both sides has 2^63 - 1 output
+// pixels: valid, and planned without overflow. The small-channel data
+// gradient rounded that count up to its tile before any check (a fuzz_plan
+// finding under UBSan); it declines it now, naming the bound.
+TEST(ReliabilityExtreme, SmallChannelsDeclineAnOutputOfTwoToThe63Pixels) {
+  auto parsed = Problem::parse("mb1ic2iw1oc1ow9223372036854775807kw1pw4611686018427387903dw2_mask100_math2");
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  // gradOutput broadcast, as the fuzz input had it: its 2^63 - 1 elements
+  // in one.
+  Problem& p = parsed.value();
+  p.grad_output.strides = {0, 0, 0};
+  p.grad_output.storage_elements = 1;
+  auto spec = detail::validate(p);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  const detail::OpSpec op = spec->op_for(Gradient::input);
+  std::string why;
+  auto k = detail::kSmallChannelsBwdDataImpl.plan(op, detail::PlanContext{detail::Isa::scalar, 2}, &why);
+  EXPECT_EQ(k, nullptr);
+  EXPECT_NE(why.find("output beyond 2^36"), std::string::npos) << why;
+  EXPECT_TRUE(Plan::create(p).ok());
+}
+
 }  // namespace
 }  // namespace convbwd::test

@@ -111,13 +111,18 @@ inline bool supported(const OpSpec& op, Op want, std::string* why) {
     *why = "empty extents are left to the zeros and reference paths";
     return false;
   }
-  Checked taps(1), image(g.c);
+  // The output's pixels too: a padding of 2^62 on a one-pixel image makes
+  // 2^63 - 1 of them, and rounding that count up to a tile overflowed (a
+  // fuzz finding).
+  Checked taps(1), image(g.c), out(1);
   for (int d = 0; d < g.spatial; ++d) {
     taps = taps * g.ksize[d];
     image = image * (Checked(g.xsize[d]) + g.stride[d]);
+    out = out * g.ysize[d];
   }
-  if (!taps.ok() || taps.value() > 1024 || !image.ok() || image.value() > (int64_t{1} << 36)) {
-    *why = "kernel taps beyond 1024 or an image beyond 2^36 elements";
+  if (!taps.ok() || taps.value() > 1024 || !image.ok() || image.value() > (int64_t{1} << 36) ||
+      !out.at_most(int64_t{1} << 36)) {
+    *why = "kernel taps beyond 1024, or an image or output beyond 2^36 elements";
     return false;
   }
   return true;
