@@ -362,7 +362,7 @@ constexpr double kClWideGain = 1.1;
 const DwClKernels& depthwise_cl_kernels_for(bool grouped, int64_t groups, int threads, const DepthwiseKernels& k) {
   if (k.cl_narrow.lanes == 0) return k.cl;
   if (grouped) return k.cl_narrow;
-  auto rounds = [&](int64_t lanes) { return ((groups + lanes - 1) / lanes + threads - 1) / threads; };
+  auto rounds = [&](int64_t lanes) { return ceil_div(ceil_div(groups, lanes), threads); };
   const double wide = static_cast<double>(rounds(k.cl.lanes) * k.cl.lanes);
   const double narrow = static_cast<double>(rounds(k.cl_narrow.lanes) * k.cl_narrow.lanes);
   return wide <= kClWideGain * narrow ? k.cl : k.cl_narrow;

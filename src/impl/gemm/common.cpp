@@ -15,12 +15,6 @@ void ImageCopy::finish_rows(float* o, int64_t pixels, int64_t nc, bool zero_nonf
     for (int64_t w = 0; w < pixels; ++w) std::memset(o + w * cp + nc, 0, static_cast<size_t>(cp - nc) * sizeof(float));
 }
 
-namespace {
-
-constexpr bool bf16_nonfinite(uint16_t v) { return (v & 0x7f80u) == 0x7f80u; }
-
-}  // namespace
-
 void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, int64_t wstride, int64_t nc,
                           int64_t nw, float* o, bool zero_nonfinite, bool* found) const {
   if (!pairs) {
@@ -321,10 +315,8 @@ void PixelPairCopy::copy_plane(const void* base, int64_t n, int64_t plane, float
     // window: several rows per converter call, as one run of pixels (rows
     // of 28 to 56 columns made one call per row, whose overhead was most of
     // the converter's time in the bf16 3x3 weight gradients).
-    const int64_t rows_per_call =
-        st.sp[2] == 1 && st.sp[1] == src[2] && one_range && span <= kWindow && src[2] <= kWindow
-            ? std::max<int64_t>(1, kWindow / src[2])
-            : 1;
+    const bool back_to_back = st.sp[2] == 1 && st.sp[1] == src[2] && one_range && span <= kWindow;
+    const int64_t rows_per_call = back_to_back ? std::max<int64_t>(1, kWindow / src[2]) : 1;
     int64_t have_lo = 0, have_hi = 0;  // source rows in lo_wide (rows_per_call > 1)
     for (int64_t e1 = 0; e1 < ext[1]; ++e1) {
       uint32_t* const o = out + e1 * row;

@@ -249,6 +249,10 @@ struct PixelPairCopy {
   bool adjacent_pairs(const Strides& st) const;
 };
 
+// Whether a bf16 value is NaN or +-Inf (its exponent all ones): the test
+// of every bf16 copy that keeps the values as they are.
+constexpr bool bf16_nonfinite(uint16_t v) { return (v & 0x7f80u) == 0x7f80u; }
+
 // Moves a [rows][cols] block of 32-bit words (src row pitch src_pitch) to
 // dst[col * dst_pitch + row], bit for bit: the fp32 converter's register
 // transpose (`convert`) moves fp32 values as they are, NaN payloads

@@ -280,7 +280,7 @@ class WgradKernel final : public OpKernel {
       uint16_t* const d = reinterpret_cast<uint16_t*>(dst + k * pair_steps_);
       for (int64_t j = 0; j < np; ++j) {
         const uint16_t x = src[j];
-        const bool bad = (x & 0x7f80u) == 0x7f80u;
+        const bool bad = gemm::bf16_nonfinite(x);
         nonfinite |= static_cast<unsigned>(bad);
         d[j] = zero_nonfinite && bad ? uint16_t{0} : x;
       }
