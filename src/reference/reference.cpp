@@ -16,6 +16,13 @@ struct Indexer {
   }
 };
 
+// Positions along a spatial dim are worked out in 128 bits. A valid problem
+// may pair a padding near 2^63 with a dilation near 2^63 (only the output
+// size must fit), so o*s - p + r*d can leave the int64 range on its way to
+// a tap that lands in the padding; the products and sums of int64 values
+// here always fit 128 bits.
+__extension__ typedef __int128 Wide;
+
 template <class F>
 void for_each_index(const std::array<int64_t, 3>& size, F&& f) {
   std::array<int64_t, 3> i{};
@@ -56,8 +63,9 @@ void reference_run(const OpSpec& op, const void* a, const void* b, void* dst) {
   auto x_of = [&](const std::array<int64_t, 3>& o, const std::array<int64_t, 3>& r,
                   std::array<int64_t, 3>& xi) {
     for (int d = 0; d < 3; ++d) {
-      xi[d] = o[d] * s.s[d] - s.pb[d] + r[d] * s.d[d];
-      if (xi[d] < 0 || xi[d] >= s.x[d]) return false;
+      const Wide x = Wide{o[d]} * s.s[d] - s.pb[d] + Wide{r[d]} * s.d[d];
+      if (x < 0 || x >= s.x[d]) return false;
+      xi[d] = static_cast<int64_t>(x);
     }
     return true;
   };
@@ -89,9 +97,9 @@ void reference_run(const OpSpec& op, const void* a, const void* b, void* dst) {
                 for_each_index(s.k, [&](const std::array<int64_t, 3>& r) {
                   std::array<int64_t, 3> o{};
                   for (int d = 0; d < 3; ++d) {
-                    const int64_t t = xi[d] + s.pb[d] - r[d] * s.d[d];
+                    const Wide t = Wide{xi[d]} + s.pb[d] - Wide{r[d]} * s.d[d];
                     if (t < 0 || t % s.s[d] != 0 || t / s.s[d] >= s.y[d]) return;
-                    o[d] = t / s.s[d];
+                    o[d] = static_cast<int64_t>(t / s.s[d]);
                   }
                   acc += load_b(at_b(gr * g.k + k, c, r)) * load_a(at_a(n, gr * g.k + k, o));
                 });

@@ -81,6 +81,11 @@ std::vector<Problem> extreme_problems() {
   // out of range but one row.
   add({.cin = 8, .cout = 8, .groups = 8, .in = {1, 9}, .kernel = {1, 3}, .stride = {kMax, 1},
        .pad_before = {kMax - 8, 1}, .pad_after = {0, 1}, .dilation = {1, 1}});
+  // A fuzz finding: a transposed layer whose after-padding and dilation
+  // nearly cancel at 2^63. The reference's o*s - p + r*d overflowed int64
+  // on a tap that lands in the padding.
+  add({.cin = 8, .cout = 8, .in = {6}, .kernel = {2}, .stride = {1}, .pad_before = {1}, .pad_after = {kMax},
+       .dilation = {kMax - 1}, .transposed = true, .dtype = DataType::f16, .mask = {false, true, true}});
   // bf16 and a gradWeight-only mask, on a huge stride.
   add({.cin = 8, .cout = 8, .groups = 8, .in = {3, 5}, .kernel = {3, 3}, .stride = {int64_t{1} << 58, 2},
        .pad_before = {int64_t{1} << 58, 1}, .pad_after = {0, 1}, .dilation = {1, 1}, .dtype = DataType::bf16,
