@@ -9,8 +9,8 @@
 
 namespace convbwd::detail {
 
-// The kernels plan_depthwise_cl runs a layer of `groups` groups (one channel
-// each, or 6 to 8 on each side if `grouped`) with on `threads` threads.
-const DwClKernels& depthwise_cl_kernels_for(bool grouped, int64_t groups, int threads, const DepthwiseKernels& k);
+// The kernels plan_depthwise_cl runs a depthwise layer of `groups` channels
+// with on `threads` threads.
+const DwClKernels& depthwise_cl_kernels_for(int64_t groups, int threads, const DepthwiseKernels& k);
 
 }  // namespace convbwd::detail

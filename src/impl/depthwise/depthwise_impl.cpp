@@ -337,7 +337,7 @@ class DepthwiseClFusedKernel final : public FusedKernel {
 
 // Grouped layers take the channel-blocked path when a group has 6 to 8
 // channels on both sides (ResNeXt: 8 -> 8), in 8-lane blocks (see
-// depthwise_cl_kernels_for), whose lanes they fill at least 6 of; on a tier
+// channel_blocks_for), whose lanes they fill at least 6 of; on a tier
 // with 16-lane blocks also 6 to 16 a side with more than 8 on one, in those
 // (wide_groups_fit). Smaller groups waste lanes there and vectorize better
 // along the rows (depthwise_direct).
@@ -349,19 +349,16 @@ constexpr double kClWideGain = 1.1;
 
 }  // namespace
 
-// The channel-blocked kernels for a layer, on a tier that has two widths.
-// Grouped layers take the 8-lane ones: their at most 8 channels per group
-// would fill half of a 16-lane vector (ResNeXt g32 ran 0.90x in 16 lanes).
-// Depthwise layers take the wide blocks unless the fused pass's tasks (one
-// per block) would then leave threads idle for longer than the wide kernels
-// gain: one 16-lane block took 1.03x-1.32x less time than two 8-lane ones
-// (1 thread, 7x7 to 112x112 planes, 1D and 3D), but 144 channels make 9
-// blocks of 16 for 2 threads, 5 rounds against 4.5 (0.88x measured). The
-// two widths give the same bits, so choosing by the thread count keeps
-// results independent of it.
-const DwClKernels& depthwise_cl_kernels_for(bool grouped, int64_t groups, int threads, const DepthwiseKernels& k) {
+// The channel-blocked kernels for a depthwise layer, on a tier that has two
+// widths: the wide blocks unless the fused pass's tasks (one per block)
+// would then leave threads idle for longer than the wide kernels gain: one
+// 16-lane block took 1.03x-1.32x less time than two 8-lane ones (1 thread,
+// 7x7 to 112x112 planes, 1D and 3D), but 144 channels make 9 blocks of 16
+// for 2 threads, 5 rounds against 4.5 (0.88x measured). The two widths give
+// the same bits, so choosing by the thread count keeps results independent
+// of it.
+const DwClKernels& depthwise_cl_kernels_for(int64_t groups, int threads, const DepthwiseKernels& k) {
   if (k.cl_narrow.lanes == 0) return k.cl;
-  if (grouped) return k.cl_narrow;
   auto rounds = [&](int64_t lanes) { return ceil_div(ceil_div(groups, lanes), threads); };
   const double wide = static_cast<double>(rounds(k.cl.lanes) * k.cl.lanes);
   const double narrow = static_cast<double>(rounds(k.cl_narrow.lanes) * k.cl_narrow.lanes);
@@ -387,15 +384,28 @@ bool wide_groups_fit(const OpSpec& op, const KernelConfig& cfg) {
          !both_sides_in(op.geo, kClMinGroup, kClMaxGroup) && !gemm::bf16_pairs(op, cfg);
 }
 
+// The channel blocks a layer runs in, or nullptr when its groups fit none:
+// depthwise by depthwise_cl_kernels_for; groups of 6 to 8 channels a side in
+// the 8-lane blocks, whose lanes they fill at least 6 of (in 16 lanes
+// ResNeXt g32 ran 0.90x); larger ones where wide_groups_fit says.
+const DwClKernels* channel_blocks_for(const OpSpec& op, const KernelConfig& cfg, int threads) {
+  const Geometry& g = op.geo;
+  const DepthwiseKernels& k = cfg.depthwise;
+  if (g.c == 1 && g.k == 1) return &depthwise_cl_kernels_for(g.groups, threads, k);
+  if (wide_groups_fit(op, cfg)) return &k.cl;
+  if (both_sides_in(g, kClMinGroup, kClMaxGroup)) return k.cl_narrow.lanes ? &k.cl_narrow : &k.cl;
+  return nullptr;
+}
+
 // Channel-blocked plan for depthwise and small-group layers (see
 // kernels/depthwise/depthwise_cl_plan.hpp).
 std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext& ctx, std::string* why) {
   const Geometry& g = op.geo;
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
   const KernelConfig& cfg = kernel_config(ctx.isa);
-  const bool grouped = !(g.c == 1 && g.k == 1);
-  const bool wide_groups = grouped && wide_groups_fit(op, cfg);
-  if (grouped && !wide_groups && !both_sides_in(g, kClMinGroup, kClMaxGroup)) {
+  const int threads = std::max(1, ctx.threads);
+  const DwClKernels* blocks = channel_blocks_for(op, cfg, threads);
+  if (!blocks) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
            " channels; this path takes one channel per group, 6 to 8 on each side, or up to 16 on a tier "
            "with 16-lane blocks unless the GEMMs multiply the operands as bf16 pairs";
@@ -410,9 +420,8 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   // Strides or paddings of 2^56 and more overflowed the padded plane's
   // extents below (wrong results, reads out of bounds).
   if (!tap_indices_fit(g, why)) return nullptr;
-  const int threads = std::max(1, ctx.threads);
-  const DwClKernels& kernels =
-      wide_groups ? cfg.depthwise.cl : depthwise_cl_kernels_for(grouped, g.groups, threads, cfg.depthwise);
+  const bool grouped = !(g.c == 1 && g.k == 1);
+  const DwClKernels& kernels = *blocks;
   const int64_t W = kernels.lanes;
   DwClPlan p;
   p.lanes = W;
