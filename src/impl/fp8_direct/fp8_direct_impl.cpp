@@ -7,6 +7,7 @@
 // fp64 instead, so this path is the one that reproduces fp32 accumulation; the
 // summation order is fixed (input channel, then kernel tap) for every output,
 // whatever the thread count.
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -65,6 +66,27 @@ class Fp8FwdKernel final : public OpKernel {
     return t == DataType::hif8 ? hif8_to_float(code) : e4m3fn_to_float(code);
   }
 
+  // The outputs o of spatial dim `dim` whose input o*stride - pad + r*dilation
+  // lies inside the image, [lo, hi), and that input for o = lo. Worked out
+  // once per tap in 128 bits: a valid problem may pair a padding near 2^63
+  // with a dilation near 2^63, so the expression can leave the int64 range
+  // for taps that land in the padding (a fuzz finding in the reference,
+  // which had the same loops). Within [lo, hi) every input fits.
+  struct TapRun {
+    int64_t lo = 0, hi = 0, first = 0;
+  };
+  TapRun tap_run(int dim, int64_t r) const {
+    __extension__ typedef __int128 Wide;
+    const Wide base = Wide{r} * d_[dim] - p_[dim];  // the input of o = 0
+    const Wide s = s_[dim];
+    // The least o >= 0 with base + o*s >= 0, and the least with base + o*s >= x.
+    auto first_at_least = [&](Wide bound) { return base >= bound ? Wide{0} : (bound - base + s - 1) / s; };
+    const Wide lo = std::min<Wide>(first_at_least(0), y_[dim]);
+    const Wide hi = std::min<Wide>(first_at_least(x_[dim]), y_[dim]);
+    if (lo >= hi) return {};
+    return {static_cast<int64_t>(lo), static_cast<int64_t>(hi), static_cast<int64_t>(base + lo * s)};
+  }
+
   // All outputs of one (n, output channel).
   void compute(const OpArgs& args, int64_t n, int64_t ko, float* acc) const {
     const Geometry& g = op_.geo;
@@ -76,31 +98,30 @@ class Fp8FwdKernel final : public OpKernel {
     for (int64_t c = 0; c < g.c; ++c) {
       const int64_t x_base = op_.a.offset + n * op_.a.strides[0] + (group * g.c + c) * op_.a.strides[1];
       const int64_t w_base = op_.b.offset + ko * op_.b.strides[0] + c * op_.b.strides[1];
-      for (int64_t r0 = 0; r0 < k_[0]; ++r0)
-        for (int64_t r1 = 0; r1 < k_[1]; ++r1)
+      for (int64_t r0 = 0; r0 < k_[0]; ++r0) {
+        const TapRun run0 = tap_run(0, r0);
+        for (int64_t r1 = 0; r1 < k_[1]; ++r1) {
+          const TapRun run1 = tap_run(1, r1);
           for (int64_t r2 = 0; r2 < k_[2]; ++r2) {
+            const TapRun run2 = tap_run(2, r2);
             const float wv = lut_w_[w[w_base + r0 * ws_[0] + r1 * ws_[1] + r2 * ws_[2]]];
-            float* out = acc;
-            for (int64_t o0 = 0; o0 < y_[0]; ++o0) {
-              const int64_t i0 = o0 * s_[0] - p_[0] + r0 * d_[0];
-              if (i0 < 0 || i0 >= x_[0]) {
-                out += y_[1] * y_[2];
-                continue;
-              }
-              for (int64_t o1 = 0; o1 < y_[1]; ++o1) {
-                const int64_t i1 = o1 * s_[1] - p_[1] + r1 * d_[1];
-                if (i1 < 0 || i1 >= x_[1]) {
-                  out += y_[2];
-                  continue;
-                }
+            // Inputs from the run's first one, never stepped past its last
+            // (the step after it may not fit).
+            for (int64_t o0 = run0.lo; o0 < run0.hi; ++o0) {
+              const int64_t i0 = run0.first + (o0 - run0.lo) * s_[0];
+              for (int64_t o1 = run1.lo; o1 < run1.hi; ++o1) {
+                const int64_t i1 = run1.first + (o1 - run1.lo) * s_[1];
                 const int64_t row = x_base + i0 * xs_[0] + i1 * xs_[1];
-                for (int64_t o2 = 0; o2 < y_[2]; ++o2, ++out) {
-                  const int64_t i2 = o2 * s_[2] - p_[2] + r2 * d_[2];
-                  if (i2 >= 0 && i2 < x_[2]) *out += wv * lut_a_[x[row + i2 * xs_[2]]];
+                float* out = acc + (o0 * y_[1] + o1) * y_[2];
+                for (int64_t o2 = run2.lo; o2 < run2.hi; ++o2) {
+                  const int64_t i2 = run2.first + (o2 - run2.lo) * s_[2];
+                  out[o2] += wv * lut_a_[x[row + i2 * xs_[2]]];
                 }
               }
             }
           }
+        }
+      }
     }
     // One rounding per output, fp32 sum -> 8 bits (the float is exact in fp64).
     const int64_t y_base = op_.dst.offset + n * op_.dst.strides[0] + ko * op_.dst.strides[1];
