@@ -90,6 +90,12 @@ std::vector<Problem> extreme_problems() {
   // has a direct kernel of its own (f8_fwd_direct).
   add({.cin = 8, .cout = 8, .in = {6}, .kernel = {2}, .stride = {1}, .pad_before = {1}, .pad_after = {kMax},
        .dilation = {kMax - 1}, .transposed = true, .dtype = DataType::f8e4m3, .mask = {true, false, false}});
+  // A fuzz finding: the same cancelling padding and dilation on a depthwise
+  // layer, which the depthwise paths decline and small_channels_wgrad took:
+  // its im2col's ceil_div(x - (r*d - p), s) overflowed.
+  add({.cin = 8, .cout = 8, .groups = 8, .in = {7}, .kernel = {2}, .stride = {2}, .pad_before = {kMax - 1},
+       .pad_after = {1}, .dilation = {kMax - 1}, .output_padding = {1}, .transposed = true, .dtype = DataType::f16,
+       .mask = {false, true, false}});
   // bf16 and a gradWeight-only mask, on a huge stride.
   add({.cin = 8, .cout = 8, .groups = 8, .in = {3, 5}, .kernel = {3, 3}, .stride = {int64_t{1} << 58, 2},
        .pad_before = {int64_t{1} << 58, 1}, .pad_after = {0, 1}, .dilation = {1, 1}, .dtype = DataType::bf16,

@@ -125,7 +125,10 @@ inline bool supported(const OpSpec& op, Op want, std::string* why) {
     *why = "kernel taps beyond 1024, or an image or output beyond 2^36 elements";
     return false;
   }
-  return true;
+  // Paddings and dilations near 2^63 that cancel leave every size small,
+  // but the tap positions r*d - p and the bounds x - (r*d - p) the column
+  // builders form overflowed int64 (a fuzz finding): the shared index bound.
+  return tap_indices_fit(g, why);
 }
 
 }  // namespace convbwd::detail::small_channels
