@@ -526,44 +526,6 @@ TEST(ImplGemm, Bf16PairsInThePlanar1x1WeightGradient) {
   check_1x1_wgrad("mb2ic70ih17iw19oc13kh1_dtbf16", Layout::padded, Fill::small_ints);
   check_1x1_wgrad("mb3ic18ih7oc20kh1_dtbf16", Layout::reversed);
 }
-// The x panels of that path, packed through each tier's converter: slot t of
-// row j holds its elements 2t (low half) and 2t + 1 (high half, zero past an
-// odd length), bit for bit (NaN and Inf patterns among them), and nothing
-// outside the nc slots of each pitch is written. Rows start on odd elements
-// (not 32-bit aligned); lengths and row counts cross the packer's 128-slot
-// and 32-row blocks.
-TEST(ImplGemm, PixelPairPanelHoldsEachRowsPairsBitForBit) {
-  std::mt19937_64 rng(11);
-  for (Isa isa : test_isas()) {
-    const detail::ToChannelsLast convert = detail::kernel_config(isa).to_channels_last;
-    for (int64_t nc : {1, 7, 32, 33, 70})
-      for (int64_t len : {1, 2, 7, 255, 256, 257, 600})
-        for (int64_t start : {0, 1}) {
-          const int64_t cstride = len + 3 + start, slots = (len + 1) / 2, pitch = nc + 3;
-          std::vector<uint16_t> src(static_cast<size_t>(start + (nc - 1) * cstride + len));
-          for (uint16_t& e : src) {
-            const auto u = static_cast<uint32_t>(rng());
-            e = static_cast<uint16_t>(u % 4 == 0 ? (u | 0x7f80u) : u);
-          }
-          std::vector<uint32_t> got(static_cast<size_t>(slots * pitch + 4), 0xA5A5A5A5u);
-          detail::gemm::pack_pixel_pair_panel(src.data() + start, cstride, nc, len, got.data(), pitch, convert);
-          for (int64_t t = 0; t < slots + 1; ++t)
-            for (int64_t j = 0; j < pitch; ++j) {
-              const size_t at = static_cast<size_t>(t * pitch + j);
-              if (at >= got.size()) break;
-              uint32_t want = 0xA5A5A5A5u;
-              if (t < slots && j < nc) {
-                const auto row = static_cast<size_t>(start + j * cstride);
-                const uint32_t lo = src[row + static_cast<size_t>(2 * t)];
-                const uint32_t hi = 2 * t + 1 < len ? src[row + static_cast<size_t>(2 * t + 1)] : 0u;
-                want = lo | hi << 16;
-              }
-              ASSERT_EQ(want, got[at]) << tier_name(isa) << " nc " << nc << " len " << len << " start " << start
-                                       << " slot " << t << " row " << j;
-            }
-        }
-  }
-}
 // It holds no fp32 tile buffer: the workspace is the per-thread x panels
 // (and no dy rows, read in place in fp32), far below the weight gradient's
 // fp32 size; and it stops where the reduction is too long for one pass.

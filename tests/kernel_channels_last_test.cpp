@@ -109,6 +109,68 @@ TEST(KernelToChannelsLast, SameBitsAsPortable) {
   }
 }
 
+// The bf16 pair transpose of every tier, the portable one included, against
+// its definition (kernels/gemm.hpp) written out here: both pairings, tails
+// of rows and of elements around each tier's 16 x 16 block, odd rows and
+// lengths (zero high halves), a row stride with slack and an odd source
+// offset (pairs on 16-bit boundaries), NaN and Inf halves kept or zeroed
+// and reported, and a destination pitch whose gaps must stay untouched.
+TEST(KernelBf16PairsChannelsLast, MatchesItsDefinitionOnEveryTier) {
+  std::mt19937_64 rng(11);
+  const int64_t kRows[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 70};
+  const int64_t kLens[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 34, 65, 257};
+  for (Isa isa : test_isas()) {
+    const Bf16PairsChannelsLast run = kernel_config(isa).bf16_pairs_channels_last;
+    ASSERT_NE(run, nullptr) << tier_name(isa);
+    for (bool pair_elements : {false, true})
+      for (bool zero_nonfinite : {false, true})
+        for (int64_t rows : kRows)
+          for (int64_t len : kLens)
+            for (int64_t offset : {0, 1})
+              for (bool with_special : {false, true}) {
+                const int64_t cstride = len + 3;
+                std::vector<uint16_t> src(static_cast<size_t>(offset + rows * cstride + 8));
+                for (uint16_t& h : src) {
+                  h = static_cast<uint16_t>(rng());
+                  if ((h & 0x7f80u) == 0x7f80u) h = static_cast<uint16_t>(h & 0xbfffu);  // finite unless placed
+                }
+                if (with_special) {
+                  // A NaN and an Inf somewhere in the block, and an Inf in
+                  // each row's slack, which must be neither read nor reported.
+                  src[static_cast<size_t>(offset + (rng() % rows) * cstride + rng() % len)] = 0x7fc1;
+                  src[static_cast<size_t>(offset + (rng() % rows) * cstride + rng() % len)] = 0xff80;
+                }
+                for (int64_t j = 0; j < rows; ++j) src[static_cast<size_t>(offset + j * cstride + len)] = 0x7f80;
+                const uint16_t* const block = src.data() + offset;
+                const int64_t slots = pair_elements ? (len + 1) / 2 : len;
+                const int64_t lanes = pair_elements ? rows : (rows + 1) / 2;
+                const int64_t pitch = lanes + 3;
+                std::vector<uint32_t> want(static_cast<size_t>(slots * pitch + 5), 0xA5A5A5A5u), got = want;
+                bool want_found = false;
+                auto half = [&](int64_t j, int64_t e) -> uint32_t {
+                  if (j >= rows || e >= len) return 0;
+                  const uint16_t v = block[j * cstride + e];
+                  const bool special = (v & 0x7f80u) == 0x7f80u;
+                  want_found = want_found || special;
+                  return special && zero_nonfinite ? 0u : uint32_t{v};
+                };
+                for (int64_t sl = 0; sl < slots; ++sl)
+                  for (int64_t l = 0; l < lanes; ++l)
+                    want[static_cast<size_t>(sl * pitch + l)] =
+                        pair_elements ? half(l, 2 * sl) | half(l, 2 * sl + 1) << 16
+                                      : half(2 * l, sl) | half(2 * l + 1, sl) << 16;
+                const bool found = run(block, cstride, rows, len, pair_elements, zero_nonfinite, got.data(), pitch);
+                const std::string where = tier_name(isa) + (pair_elements ? " pairs of elements" : " pairs of rows") +
+                                          " rows " + std::to_string(rows) + " len " + std::to_string(len) +
+                                          " offset " + std::to_string(offset) +
+                                          (zero_nonfinite ? " zeroing" : "") + (with_special ? " special" : "");
+                ASSERT_EQ(want_found, with_special) << where;
+                ASSERT_EQ(found, want_found) << where;
+                ASSERT_EQ(want, got) << where;
+              }
+  }
+}
+
 TEST(KernelAnyNonfinite, SameAnswerAsPortableAtEveryPositionAndLength) {
   const std::vector<Isa> tiers = vector_tiers();
   if (tiers.empty()) GTEST_SKIP() << "no vector tier runs here: only the portable check exists";

@@ -70,6 +70,8 @@ struct KernelConfig {
   GemmKernels bf16_narrow = {};
   // The row store of several contiguous rows (kernels/store_row.hpp).
   StoreRows store_rows = nullptr;
+  // The bf16 pair copies' transpose (kernels/gemm.hpp).
+  Bf16PairsChannelsLast bf16_pairs_channels_last = nullptr;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

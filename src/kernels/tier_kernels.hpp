@@ -50,7 +50,7 @@
          "f32_gemm_" #gemm_shape "_" #ns},                                                                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
         {8, &ns::depthwise_task, {8, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}}, {8, &ns::bias_task}, \
-        {}, {}, {}, &ns::store_rows                                                                         \
+        {}, {}, {}, &ns::store_rows, &::convbwd::detail::scalar::bf16_pairs_channels_last                  \
   }
 
 // The AVX-512 tier from namespace ns (avx512, or avx512_emu in the tests):
@@ -69,7 +69,7 @@
          {8, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}},                                            \
         {16, &ns::bias_task},                                                                                  \
         {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12},          \
-        {}, {}, &ns::store_rows                                                                                \
+        {}, {}, &ns::store_rows, &ns::bf16_pairs_channels_last                                                 \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)
@@ -102,6 +102,18 @@ CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512_emu, 8x32)
 
 CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512)
 CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512_emu)
+// The bf16 pair transpose (Bf16PairsChannelsLast, kernels/gemm.hpp): the
+// portable one, which the tiers without pair kernels name in their configs,
+// and the AVX-512 one.
+#define CONVBWD_DECLARE_BF16_PAIRS_CHANNELS_LAST(ns)                                                      \
+  namespace convbwd::detail::ns {                                                                       \
+  bool bf16_pairs_channels_last(const uint16_t* src, int64_t cstride, int64_t rows, int64_t len,         \
+                                bool pair_elements, bool zero_nonfinite, uint32_t* dst, int64_t pitch); \
+  }
+
+CONVBWD_DECLARE_BF16_PAIRS_CHANNELS_LAST(scalar)
+CONVBWD_DECLARE_BF16_PAIRS_CHANNELS_LAST(avx512)
+CONVBWD_DECLARE_BF16_PAIRS_CHANNELS_LAST(avx512_emu)
 // The AMX-BF16 ones (kernels/amx/bf16_gemm_amx.cpp), natively and on the
 // tile emulator of the test build.
 CONVBWD_DECLARE_BF16_GEMM_KERNELS(amx, 16x32)

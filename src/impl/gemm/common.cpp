@@ -32,51 +32,13 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
     nonfinite |= bf16_nonfinite(x);
     d[w * pitch + c] = zero_nonfinite && bf16_nonfinite(x) ? uint16_t{0} : x;
   };
-  // Read the source along its unit stride (pixels of a planar image,
-  // channels of a channels-last one). Planar: two channel rows at a time are
-  // interleaved into 32-bit pairs (a loop the compiler vectorizes), and
-  // transpose_words stores them pixel after pixel. (One scalar 32-bit store per pixel and
-  // pair, cp words apart, was 16% of the bf16 1D k5 256 data gradient.)
+  // Planar: the tier's pair transpose interleaves two channel rows and
+  // moves them pixel after pixel in registers. (One scalar 32-bit store per
+  // pixel and pair, cp words apart, was 16% of the bf16 1D k5 256 data
+  // gradient; an interleave pass and a transpose pass through L1 were 38% of
+  // WaveNet's.)
   if (wstride == 1 && cstride != 1) {
-    constexpr int64_t kPairs = 64, kPixels = 64;  // 16 KB of words, in L1
-    alignas(64) uint32_t words[kPairs * kPixels];
-    const int64_t pair_count = (nc + 1) / 2;
-    for (int64_t w0 = 0; w0 < nw; w0 += kPixels) {
-      const int64_t wn = std::min(kPixels, nw - w0);
-      for (int64_t p0 = 0; p0 < pair_count; p0 += kPairs) {
-        const int64_t pn = std::min(kPairs, pair_count - p0);
-        for (int64_t q = 0; q < pn; ++q) {
-          const int64_t c = 2 * (p0 + q);
-          const uint16_t* const even = s + c * cstride + w0;
-          uint32_t* const out = words + q * kPixels;
-          // Written out rather than through `put`'s check: with the
-          // counter captured by reference GCC 12 no longer vectorizes these
-          // loops (copy_rows went from 2% to 15% of the 1D k5 bf16 gradInput).
-          if (c + 1 < nc) {
-            const uint16_t* const odd = even + cstride;
-            for (int64_t w = 0; w < wn; ++w) {
-              uint16_t x = even[w], y = odd[w];
-              const bool bad_x = bf16_nonfinite(x), bad_y = bf16_nonfinite(y);
-              nonfinite |= static_cast<unsigned>(bad_x) | static_cast<unsigned>(bad_y);
-              if (zero_nonfinite) {
-                x = bad_x ? uint16_t{0} : x;
-                y = bad_y ? uint16_t{0} : y;
-              }
-              out[w] = uint32_t{x} | uint32_t{y} << 16;
-            }
-          } else {
-            for (int64_t w = 0; w < wn; ++w) {
-              uint16_t x = even[w];
-              const bool bad_x = bf16_nonfinite(x);
-              nonfinite |= static_cast<unsigned>(bad_x);
-              if (zero_nonfinite) x = bad_x ? uint16_t{0} : x;
-              out[w] = x;
-            }
-          }
-        }
-        transpose_words(convert, words, kPixels, pn, wn, reinterpret_cast<uint32_t*>(o + w0 * cp + p0), cp);
-      }
-    }
+    if (pair_rows(s, cstride, nc, nw, false, zero_nonfinite, reinterpret_cast<uint32_t*>(o), cp)) nonfinite = 1;
   } else {
     for (int64_t w = 0; w < nw; ++w)
       for (int64_t c = 0; c < nc; ++c) put(w, c, s[c * cstride + w * wstride]);
@@ -169,64 +131,45 @@ void PixelPairCopy::copy_adjacent_pairs(const uint16_t* base, int64_t block_row,
                                         int64_t c_hi, uint32_t* out, bool zero_nonfinite, bool* found) const {
   const Strides st = strides_of(v, spatial);
   const int64_t classes = static_cast<int64_t>(first.size());
-  // The block's slots in stored order, s = (e1 * classes + m) * slots + q,
-  // are consecutive [channel]-wide pixels of `out`: they go kSlots at a
-  // time through a [channel][slot] block of words and one transpose, rows
-  // and classes alike (a transpose per row and class made the 28- and
-  // 32-wide layers slower than the general path).
-  constexpr int64_t kSlots = 128;  // kMaxNr x 128 words = 16 KB, in L1
-  alignas(64) uint32_t words[kMaxNr * kSlots];
-  const int64_t total = ext[1] * classes * slots;
-  unsigned nonfinite = 0;
-  for (int64_t s0 = 0; s0 < total; s0 += kSlots) {
-    const int64_t sn = std::min(kSlots, total - s0);
-    for (int64_t c = nc; c < cp; ++c) std::fill(words + c * kSlots, words + c * kSlots + sn, 0u);
-    // Runs of slots of one stored row and class.
-    for (int64_t s = s0; s < s0 + sn;) {
-      const int64_t q = s % slots, e1 = s / slots / classes, m = s / slots % classes;
-      const int64_t q_end = std::min(slots, q + (s0 + sn - s));
-      uint32_t* const w0 = words + (s - s0);  // w0[c * kSlots + q' - q]: slot q' of this run, channel c
+  bool nonfinite = false;
+  // Stored row e1, class m: slots (e1 * classes + m) * slots + q of `out`.
+  for (int64_t e1 = 0; e1 < ext[1]; ++e1)
+    for (int64_t m = 0; m < classes; ++m) {
+      uint32_t* const o = out + (e1 * classes + m) * slots * cp;
       const int64_t x1 = e1 - lo[1];
       if (x1 < 0 || x1 >= src[1] || c_lo >= c_hi) {
-        for (int64_t c = 0; c < nc; ++c) std::fill(w0 + c * kSlots, w0 + c * kSlots + (q_end - q), 0u);
-        s += q_end - q;
+        std::memset(o, 0, static_cast<size_t>(slots * cp) * sizeof(uint32_t));
         continue;
       }
       const int64_t f = first[static_cast<size_t>(m)];
       const int64_t row0 = block_row + x1 * st.sp[1] - lo[2];  // + c * st.ch + col: stored column col
-      // Slots whose two columns f + 2q and f + 2q + 1 both lie in [c_lo, c_hi).
-      const int64_t qa = std::clamp(ceil_div(std::max<int64_t>(c_lo - f, 0), 2), q, q_end);
-      const int64_t qb = std::clamp(std::max<int64_t>(c_hi - f, 0) / 2, qa, q_end);
-      for (int64_t c = 0; c < nc; ++c) {
-        uint32_t* const w = w0 + c * kSlots;  // w[qq - q]: slot qq
-        const int64_t r = row0 + c * st.ch;
-        auto edge = [&](int64_t qq) {
-          const int64_t col = f + 2 * qq;
-          const uint32_t lo_half = col >= c_lo && col < c_hi ? uint32_t{base[r + col]} : 0u;
-          const uint32_t hi_half = col + 1 >= c_lo && col + 1 < c_hi ? uint32_t{base[r + col + 1]} : 0u;
-          w[qq - q] = lo_half | hi_half << 16;
-        };
-        for (int64_t qq = q; qq < qa; ++qq) edge(qq);
-        // Little-endian: a pair of neighbours, low half first, is their bytes.
-        if (qb > qa)
-          std::memcpy(w + (qa - q), base + (r + f + 2 * qa), static_cast<size_t>(qb - qa) * sizeof(uint32_t));
-        for (int64_t qq = qb; qq < q_end; ++qq) edge(qq);
-      }
-      s += q_end - q;
-    }
-    if (zero_nonfinite || found)
-      for (int64_t c = 0; c < nc; ++c) {
-        uint32_t* const w = words + c * kSlots;
-        for (int64_t k = 0; k < sn; ++k) {
-          const uint32_t x = w[k];
-          const bool bad_lo = bf16_nonfinite(static_cast<uint16_t>(x)),
-                     bad_hi = bf16_nonfinite(static_cast<uint16_t>(x >> 16));
-          nonfinite |= static_cast<unsigned>(bad_lo) | static_cast<unsigned>(bad_hi);
-          if (zero_nonfinite) w[k] = (bad_lo ? 0u : x & 0xffffu) | (bad_hi ? 0u : x & 0xffff0000u);
+      // Slots [qa, qb) have both columns f + 2q and f + 2q + 1 in [c_lo, c_hi):
+      // the source's own pairs, through the tier's transpose.
+      const int64_t qa = std::clamp<int64_t>(ceil_div(std::max<int64_t>(c_lo - f, 0), 2), 0, slots);
+      const int64_t qb = std::clamp<int64_t>(std::max<int64_t>(c_hi - f, 0) / 2, qa, slots);
+      if (qb > qa &&
+          pair_rows(base + row0 + f + 2 * qa, st.ch, nc, 2 * (qb - qa), true, zero_nonfinite, o + qa * cp, cp))
+        nonfinite = true;
+      // The slots at the row's ends, one half or none inside.
+      auto edge = [&](int64_t q) {
+        const int64_t col = f + 2 * q;
+        for (int64_t c = 0; c < nc; ++c) {
+          const int64_t r = row0 + c * st.ch;
+          uint32_t word = 0;
+          for (int64_t h = 0; h < 2; ++h) {
+            if (col + h < c_lo || col + h >= c_hi) continue;
+            const uint16_t x = base[r + col + h];
+            nonfinite = nonfinite || bf16_nonfinite(x);
+            if (!(zero_nonfinite && bf16_nonfinite(x))) word |= uint32_t{x} << (16 * h);
+          }
+          o[q * cp + c] = word;
         }
-      }
-    transpose_words(convert, words, kSlots, cp, sn, out + s0 * cp, cp);  // [channel][slot] to [slot][channel]
-  }
+      };
+      for (int64_t q = 0; q < qa; ++q) edge(q);
+      for (int64_t q = qb; q < slots; ++q) edge(q);
+      if (nc < cp)
+        for (int64_t q = 0; q < slots; ++q) std::fill(o + q * cp + nc, o + (q + 1) * cp, 0u);
+    }
   if (found && nonfinite) *found = true;
 }
 
@@ -354,26 +297,6 @@ void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst) {
   static_assert(std::endian::native == std::endian::little);
   std::memcpy(dst, src, static_cast<size_t>(len / 2) * sizeof(uint32_t));
   if (len % 2) dst[len / 2] = src[len - 1];
-}
-
-void pack_pixel_pair_panel(const uint16_t* src, int64_t cstride, int64_t nc, int64_t len, uint32_t* dst,
-                           int64_t pitch, ToChannelsLast convert) {
-  // Rows are copied into an aligned block first: a source row need not start
-  // on a 32-bit boundary, and the converter reads it as floats.
-  constexpr int64_t kRows = 32, kSlots = 128;  // 16 KB of words, in L1
-  alignas(64) uint32_t words[kRows * kSlots];
-  const int64_t slots = (len + 1) / 2;
-  for (int64_t t0 = 0; t0 < slots; t0 += kSlots) {
-    const int64_t tn = std::min(kSlots, slots - t0);
-    for (int64_t j0 = 0; j0 < nc; j0 += kRows) {
-      const int64_t jn = std::min(kRows, nc - j0);
-      for (int64_t j = 0; j < jn; ++j) {
-        const uint16_t* const row = src + (j0 + j) * cstride + 2 * t0;
-        pack_pixel_pairs(row, std::min(len - 2 * t0, 2 * tn), words + j * kSlots);
-      }
-      transpose_words(convert, words, kSlots, jn, tn, dst + t0 * pitch + j0, pitch);
-    }
-  }
 }
 
 namespace {

@@ -148,6 +148,7 @@ struct ImageCopy {
   std::array<int64_t, 3> lo{0, 0, 0};
   ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
   AnyNonfinite check = scalar::any_nonfinite;         // likewise
+  Bf16PairsChannelsLast pair_rows = scalar::bf16_pairs_channels_last;  // likewise
   // bf16 pairs (the bf16 kernels of kernels/gemm.hpp): each stored 32-bit
   // slot holds channels 2s and 2s+1 of a bf16 source, copied bit for bit (no
   // operand rounding applies), a zero past the last channel; cp then counts
@@ -216,6 +217,7 @@ struct PixelPairCopy {
   int64_t slots = 0;             // per class and row
   ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
   AnyNonfinite check = scalar::any_nonfinite;         // likewise
+  Bf16PairsChannelsLast pair_rows = scalar::bf16_pairs_channels_last;  // likewise
 
   // Classes and slots for rows of `pixels` output pixels, output pixel o
   // of tap column r < taps reading column r*dilation + o*step.
@@ -238,8 +240,8 @@ struct PixelPairCopy {
  private:
   // A block's stored plane when a slot's two columns are neighbours (step
   // 1) in a planar source: each class's slots of a channel are then the
-  // source row's own 32-bit words from the class's first column, copied as
-  // they lie and moved to [slot][channel] by transpose_words, without the
+  // source row's own pairs of neighbours from the class's first column,
+  // which pair_rows moves to [slot][channel] in one pass, without the
   // widening to fp32 and the pair merge of the general path (those made the
   // copies 38% of WaveNet's bf16 weight gradient). block_row: the source
   // index of the plane's first channel, before the row and column offsets.
@@ -281,12 +283,11 @@ inline void interleave_pair_rows(const uint16_t* even, const uint16_t* odd, int6
 // no NaN/Inf pass to run (every tap is real), so the padding is zero on both
 // operands.
 void pack_pixel_pairs(const uint16_t* src, int64_t len, uint32_t* dst);
-// The same for nc rows (row j at src + j * cstride) side by side: slot t of
-// row j goes to dst[t * pitch + j], through transpose_words. (One scalar
-// store per slot, pitch words apart, was 60% of the bf16 1x1 256->64 weight
+// The same for nc rows (row j at src + j * cstride) side by side, slot t of
+// row j at dst[t * pitch + j], is the tier's bf16 pair transpose with
+// pair_elements (KernelConfig::bf16_pairs_channels_last). (One scalar store
+// per slot, pitch words apart, was 60% of the bf16 1x1 256->64 weight
 // gradient.)
-void pack_pixel_pair_panel(const uint16_t* src, int64_t cstride, int64_t nc, int64_t len, uint32_t* dst,
-                           int64_t pitch, ToChannelsLast convert);
 
 // Packs weights for the gather kernel: [blk][tap][red][nr] per group, where
 // the nr columns are `cols` (output channels of the tile) and red the reduced

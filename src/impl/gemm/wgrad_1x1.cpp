@@ -32,7 +32,7 @@
 //
 // bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) stay
 // bf16: the dy rows and the x panels hold pairs of neighbouring pixels of a
-// run (pack_pixel_pairs and pack_pixel_pair_panel, common.hpp), so each kernel step multiplies a pair
+// run (pack_pixel_pairs, common.hpp, and the tier's bf16 pair transpose), so each kernel step multiplies a pair
 // and a run is half as many steps; an odd run (the last chunk of an odd
 // image) ends in a pair padded with zero on both operands. dy is then always
 // copied: read in place, an odd run's last pair would take its high half
@@ -69,6 +69,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     mr_ = family.gather_rows();
     nr_ = family.nr;
     convert_ = cfg.to_channels_last;
+    pair_rows_ = cfg.bf16_pairs_channels_last;
     store_ = cfg.store_row;
     groups_ = g.groups;
     n_ = g.n;
@@ -207,7 +208,7 @@ class Wgrad1x1Kernel final : public OpKernel {
               uint32_t* const o32 = reinterpret_cast<uint32_t*>(out);
               const uint16_t* const src = static_cast<const uint16_t*>(args.b) + b.offset + (n0 + r) * b.strides[0] +
                                           (g * c_ + cb * nr_) * b.strides[1] + p0;
-              pack_pixel_pair_panel(src, b.strides[1], nc, len, o32, nr_, convert_);
+              pair_rows_(src, b.strides[1], nc, len, true, false, o32, nr_);
               if (nc < nr_)
                 for (int64_t t = 0; t < lens[r]; ++t) std::fill(o32 + t * nr_ + nc, o32 + (t + 1) * nr_, 0u);
               continue;
@@ -297,6 +298,7 @@ class Wgrad1x1Kernel final : public OpKernel {
   MicroKernel kern_ = nullptr;
   int mr_ = 0, nr_ = 0;  // the kernel\'s tile (kernel config)
   ToChannelsLast convert_ = nullptr;
+  Bf16PairsChannelsLast pair_rows_ = nullptr;
   StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, pixels_ = 0, kt_ = 0, cb_ = 0, tasks_ = 1;
   int64_t run_len_ = 0, runs_ = 1;  // pixels per run (chunk, or image) and runs per pass

@@ -1,0 +1,121 @@
+// AVX-512 bf16 pair transpose (Bf16PairsChannelsLast, kernels/gemm.hpp):
+// blocks of 16 slots x 16 lanes, each pair put together, NaN/Inf-checked
+// and transposed in registers, so the block goes from the planar rows to
+// its slots in one pass. Tails load and store only their own elements
+// (simd.hpp's load_first_epi16, float_formats_avx512.hpp's
+// store_partial16), so nothing past the block is read or written.
+#include "kernels/avx512/simd.hpp"
+
+#include <algorithm>
+
+#include "kernels/avx512/float_formats_avx512.hpp"
+#include "kernels/tier_kernels.hpp"
+
+namespace convbwd::detail::CONVBWD_AVX512_NS {
+namespace {
+
+// The 16-bit halves of v that are bf16 NaN or +-Inf (exponent all ones):
+// (h & 0x7f80) + 0x0080 reaches 0x8000 exactly for those.
+inline __mmask32 nonfinite_halves(__m512i v) {
+  const __m512i e = _mm512_add_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x7f80)), _mm512_set1_epi16(0x0080));
+  return _mm512_test_epi16_mask(e, _mm512_set1_epi16(static_cast<int16_t>(0x8000)));
+}
+
+// The first n (0 to 16) 16-bit elements at p, zero-extended, the other lanes 0.
+inline __m256i first_halves(const uint16_t* p, int64_t n) {
+  if (n >= 16) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if (n <= 0) return _mm256_setzero_si256();
+  return load_first_epi16(p, n);
+}
+
+// Stores slot vectors r[0 .. slots) at dst + s*pitch, their first `lanes` lanes.
+inline void store_slots(const __m512i* r, int64_t slots, int64_t lanes, uint32_t* dst, int64_t pitch) {
+  for (int64_t s = 0; s < slots; ++s) {
+    float* const o = reinterpret_cast<float*>(dst + s * pitch);
+    if (lanes == 16) _mm512_storeu_ps(o, _mm512_castsi512_ps(r[s]));
+    else store_partial16(o, _mm512_castsi512_ps(r[s]), lanes);
+  }
+}
+
+// Asks for the line kAhead elements on in a row that has `left` elements
+// from p on. The block reads 16 or 32 rows side by side, more streams than
+// the hardware prefetchers follow: without this, three quarters of the
+// kernel's time were loads waiting on L3 (perf, WaveNet's bf16 data gradient).
+constexpr int64_t kAhead = 256;  // elements: 8 lines
+inline void prefetch_ahead(const uint16_t* p, int64_t left) {
+  if (left > kAhead) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
+}
+
+inline void transpose(__m512i* r) {
+  __m512 f[16];
+  for (int i = 0; i < 16; ++i) f[i] = _mm512_castsi512_ps(r[i]);
+  transpose16x16(f);  // shuffles only: the bits move as they are
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_castps_si512(f[i]);
+}
+
+}  // namespace
+
+bool bf16_pairs_channels_last(const uint16_t* src, int64_t cstride, int64_t rows, int64_t len, bool pair_elements,
+                              bool zero_nonfinite, uint32_t* dst, int64_t pitch) {
+  __mmask32 seen = 0;
+  // Checks (and zeroes) the halves of one register of pairs.
+  auto checked = [&](__m512i v) {
+    const __mmask32 bad = nonfinite_halves(v);
+    seen |= bad;
+    return zero_nonfinite ? _mm512_maskz_mov_epi16(static_cast<__mmask32>(~bad), v) : v;
+  };
+  __m512i r[16];
+  if (pair_elements) {
+    // Lane j: row j; register j holds that row's 16 pairs of the block.
+    const int64_t slots = (len + 1) / 2;
+    for (int64_t j0 = 0; j0 < rows; j0 += 16) {
+      const int64_t jn = std::min<int64_t>(16, rows - j0);
+      for (int64_t t0 = 0; t0 < slots; t0 += 16) {
+        const int64_t tn = std::min<int64_t>(16, slots - t0), en = std::min<int64_t>(32, len - 2 * t0);
+        for (int64_t j = 0; j < 16; ++j) {
+          if (j >= jn) {
+            r[j] = _mm512_setzero_si512();
+            continue;
+          }
+          const uint16_t* const row = src + (j0 + j) * cstride + 2 * t0;
+          prefetch_ahead(row, len - 2 * t0);
+          const __m512i v = en == 32 ? _mm512_loadu_si512(row)
+                                     : _mm512_inserti64x4(_mm512_castsi256_si512(first_halves(row, en)),
+                                                          first_halves(row + 16, en - 16), 1);
+          r[j] = checked(v);
+        }
+        transpose(r);
+        store_slots(r, tn, jn, dst + t0 * pitch + j0, pitch);
+      }
+    }
+  } else {
+    // Lane p: rows 2p and 2p+1; register p holds their 16 elements of the block, paired.
+    const int64_t pairs = (rows + 1) / 2;
+    for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+      const int64_t pn = std::min<int64_t>(16, pairs - p0);
+      for (int64_t e0 = 0; e0 < len; e0 += 16) {
+        const int64_t en = std::min<int64_t>(16, len - e0);
+        for (int64_t p = 0; p < 16; ++p) {
+          if (p >= pn) {
+            r[p] = _mm512_setzero_si512();
+            continue;
+          }
+          const int64_t even = 2 * (p0 + p);
+          if (e0 % 32 == 0) {
+            prefetch_ahead(src + even * cstride + e0, len - e0);
+            if (even + 1 < rows) prefetch_ahead(src + (even + 1) * cstride + e0, len - e0);
+          }
+          const __m512i lo = widen16(first_halves(src + even * cstride + e0, en));
+          const __m512i hi = even + 1 < rows ? widen16(first_halves(src + (even + 1) * cstride + e0, en))
+                                             : _mm512_setzero_si512();
+          r[p] = checked(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+        transpose(r);
+        store_slots(r, en, pn, dst + e0 * pitch + p0, pitch);
+      }
+    }
+  }
+  return seen != 0;
+}
+
+}  // namespace convbwd::detail::CONVBWD_AVX512_NS
