@@ -72,6 +72,8 @@ struct KernelConfig {
   StoreRows store_rows = nullptr;
   // The bf16 pair copies' transpose (kernels/gemm.hpp).
   Bf16PairsChannelsLast bf16_pairs_channels_last = nullptr;
+  // The planar store of a channels-last output tile (kernels/store_row.hpp).
+  StoreColumns store_columns = nullptr;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

@@ -5,12 +5,14 @@
 // namespace: no copy compiled with one tier's flags reaches another's caller).
 //
 // What V provides: W lanes of fp32 in an R and their W 16-bit results in an
-// H; load(p) and load_partial(p, n) (the first n < W floats, the other lanes
-// +0, nothing read past them); narrow<T>(v), fp32 to bf16 or fp16 with
+// H; zero(); load(p) and load_partial(p, n) (the first n < W floats, the other lanes
+// +0, nothing read past them); transpose(r): r[i] lane j becomes r[j] lane i
+// for a W x W block in registers; narrow<T>(v), fp32 to bf16 or fp16 with
 // numeric/float_formats.hpp's bits; store(p, h) of W results, and
 // store_partial(p, h, n) of the first n (< W), nothing written past them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/store_row.hpp"
@@ -61,6 +63,41 @@ struct StoreRowKernel {
   static void run_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
                        int64_t index, int64_t row_stride) {
     for (int64_t i = 0; i < rows; ++i) run(src + i * src_pitch, n, base, dt, index + i * row_stride, 1);
+  }
+
+  // StoreColumns: W pixels x W channels per register transpose; a partial
+  // block loads only its own channels and stores only its own pixels.
+  template <DataType T>
+  static void narrow_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, uint16_t* p,
+                             int64_t col_stride) {
+    for (int64_t c0 = 0; c0 < cols; c0 += W) {
+      const int64_t cn = std::min<int64_t>(W, cols - c0);
+      for (int64_t w0 = 0; w0 < n; w0 += W) {
+        const int64_t wn = std::min<int64_t>(W, n - w0);
+        typename V::R r[W];
+        for (int64_t w = 0; w < W; ++w) {
+          const float* const row = src + (w0 + w) * src_pitch + c0;
+          r[w] = w >= wn ? V::zero() : cn == W ? V::load(row) : V::load_partial(row, cn);
+        }
+        V::transpose(r);  // r[c] lane w: channel c's pixels
+        for (int64_t c = 0; c < cn; ++c) {
+          uint16_t* const o = p + (c0 + c) * col_stride + w0;
+          const auto h = V::template narrow<T>(r[c]);
+          if (wn == W) V::store(o, h);
+          else V::store_partial(o, h, wn);
+        }
+      }
+    }
+  }
+
+  static void run_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt,
+                          int64_t index, int64_t col_stride) {
+    uint16_t* const p = static_cast<uint16_t*>(base) + index;
+    switch (dt) {
+      case DataType::bf16: narrow_columns<DataType::bf16>(src, src_pitch, n, cols, p, col_stride); return;
+      case DataType::f16: narrow_columns<DataType::f16>(src, src_pitch, n, cols, p, col_stride); return;
+      default: scalar::store_columns(src, src_pitch, n, cols, base, dt, index, col_stride); return;
+    }
   }
 };
 

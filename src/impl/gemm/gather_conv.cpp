@@ -61,7 +61,7 @@ class GatherConvKernel final : public OpKernel {
     mr_ = family.gather_rows();
     nr_ = family.nr;
     store_ = cfg.store_row;
-    store_rows_ = cfg.store_rows;
+    store_columns_ = cfg.store_columns;
     const int64_t steps = pairs ? (red_ + 1) / 2 : red_;
     groups_ = g.groups;
     n_ = g.n;
@@ -446,10 +446,8 @@ class GatherConvKernel final : public OpKernel {
           continue;
         }
         if (consecutive[j] && (pixels >= kMinRunPixels16 || channel_stride_aliases(ds.ch))) {
-          // 16-bit: a transposed fp32 copy, then the row store of its runs.
-          alignas(64) float runs[kMaxNr * kMaxRunPixels];
-          src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, pixels, cols, runs, kMaxRunPixels);
-          store_rows_(runs, kMaxRunPixels, cols, pixels, args.dst, op_.dst.dtype, first, ds.ch);
+          // 16-bit: transposed and rounded in registers, a channel's run of pixels at a time.
+          store_columns_(tile, nr_, pixels, cols, args.dst, op_.dst.dtype, first, ds.ch);
           j = end;
           continue;
         }
@@ -477,9 +475,9 @@ class GatherConvKernel final : public OpKernel {
   // output, 1.04x-1.09x).
   static bool channel_stride_aliases(int64_t ch_elements) { return (ch_elements * 2) % 1024 == 0; }
 
-  // The longest run of pixels stored at once (the runs buffer: 16 KB; 64
-  // measured 1-2% slower), and the shortest 16-bit one that takes the run
-  // store where the channel stride does not alias.
+  // The longest run of pixels stored at once (64 measured 1-2% slower, when
+  // 16-bit runs went through a transposed copy), and the shortest 16-bit one
+  // that takes the run store where the channel stride does not alias.
   static constexpr int64_t kMaxRunPixels = 128;
   static constexpr int64_t kMinRunPixels16 = 16;
 
@@ -532,7 +530,7 @@ class GatherConvKernel final : public OpKernel {
   int threads_ = 1;
   MicroKernel kern_ = nullptr;
   StoreRow store_ = nullptr;
-  StoreRows store_rows_ = nullptr;
+  StoreColumns store_columns_ = nullptr;
   int mr_ = 0, nr_ = 0;  // the kernel's tile (kernel config)
   int64_t cols_ = 0, red_ = 0, groups_ = 1, n_ = 0;
   WeightPack wp_;

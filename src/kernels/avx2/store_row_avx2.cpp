@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/avx2/float_formats_avx2.hpp"
+#include "kernels/avx2/transpose8_avx2.hpp"
 #include "kernels/store_row_kernel.hpp"
 
 namespace convbwd::detail {
@@ -18,6 +19,7 @@ struct Avx2Lanes {
   using R = __m256;
   using H = __m128i;
   static constexpr int64_t W = 8;
+  static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static R load_partial(const float* p, int64_t n) { return avx2::load_partial<DataType::f32>(p, 0, n); }
   template <DataType T>
@@ -27,6 +29,7 @@ struct Avx2Lanes {
     else
       return avx2::float_to_bf16x8(v);
   }
+  static void transpose(R* r) { avx2::transpose8x8(r); }
   static void store(uint16_t* p, H h) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h); }
   // 4, 2 and 1 at a time, straight from the register.
   static void store_partial(uint16_t* p, H h, int64_t n) {
@@ -54,6 +57,11 @@ void avx2::store_row(const float* src, int64_t n, void* base, DataType dt, int64
 void avx2::store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
                       int64_t index, int64_t row_stride) {
   StoreRowKernel<Avx2Lanes>::run_rows(src, src_pitch, rows, n, base, dt, index, row_stride);
+}
+
+void avx2::store_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt,
+                         int64_t index, int64_t col_stride) {
+  StoreRowKernel<Avx2Lanes>::run_columns(src, src_pitch, n, cols, base, dt, index, col_stride);
 }
 
 }  // namespace convbwd::detail

@@ -15,6 +15,7 @@ struct Avx512Lanes {
   using R = __m512;
   using H = __m256i;
   static constexpr int64_t W = 16;
+  static R zero() { return _mm512_setzero_ps(); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
   static R load_partial(const float* p, int64_t n) { return load_partial16<DataType::f32>(p, 0, n); }
   template <DataType T>
@@ -24,6 +25,7 @@ struct Avx512Lanes {
     else
       return float_to_bf16x16(v);
   }
+  static void transpose(R* r) { transpose16x16(r); }
   static void store(uint16_t* p, H h) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h); }
   // Natively one masked store (masked-off lanes are never written); through
   // a copy under SIMDe (simd.hpp), which has no masked stores.
@@ -47,6 +49,11 @@ void store_row(const float* src, int64_t n, void* base, DataType dt, int64_t ind
 void store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt, int64_t index,
                 int64_t row_stride) {
   StoreRowKernel<Avx512Lanes>::run_rows(src, src_pitch, rows, n, base, dt, index, row_stride);
+}
+
+void store_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt,
+                   int64_t index, int64_t col_stride) {
+  StoreRowKernel<Avx512Lanes>::run_columns(src, src_pitch, n, cols, base, dt, index, col_stride);
 }
 
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS
