@@ -288,6 +288,12 @@ class WgradKernel final : public OpKernel {
     int64_t runs = 0;
     for (int64_t row = row0; row < row0 + rows; ++row) {
       const int64_t i = row / ys, o01 = row % ys, o0 = o01 / sp_.y[1], o1 = o01 % sp_.y[1];
+      // A row whose x row lies in the copy's zero padding adds only zero
+      // products (the operands are finite: nonfinite.hpp reruns otherwise,
+      // and +-0 added to a sum that started at +0 keeps its bits), so it
+      // has no run: the first and last rows of a 3x3 pad-1 layer's edge taps.
+      const int64_t x0 = o0 * sp_.s[0] + r0 * sp_.d[0] - x_.lo[0], x1 = o1 * sp_.s[1] + r1 * sp_.d[1] - x_.lo[1];
+      if (x0 < 0 || x0 >= x_.src[0] || x1 < 0 || x1 >= x_.src[1]) continue;
       const int64_t a = (i * groups_ + g) * dy_img + (o0 * sp_.y[1] + o1) * dy_row_;
       const int64_t b = (i * groups_ + g) * x_img +
                         ((o0 * sp_.s[0] + r0 * sp_.d[0]) * x_.ext[1] + o1 * sp_.s[1] + r1 * sp_.d[1]) * x_row_ +
