@@ -195,9 +195,9 @@ TEST(ImplGemm, Bf16PairsInTheWeightGradients) {
   check("mb2ic9iw1101oc10kw5sw2dw1pw3_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous,
         Fill::small_ints);
   check("mb2ic7iw613oc5kw3pw1_dtbf16", Gradient::weight, Layout::channels_last, Layout::contiguous);
-  // Planar rows of unit stride take the adjacent-pair copy (the source's
-  // own words): rows past its 128-slot blocks, both column classes
-  // (dilation 3), and padding on either side.
+  // Planar rows of unit stride, short or long, take the adjacent-pair copy
+  // (the source's own words): rows past its 16-slot register blocks, both
+  // column classes (dilation 3), and padding on either side.
   check("mb2ic7iw613oc5kw3pw1_dtbf16", Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);
   check("mb2ic5iw517oc6kw3dw2pw2pwr1_dtbf16", Gradient::weight);
   check("mb1ic40ih3iw300oc9kh2kw2ph1pw0_dtbf16", Gradient::weight, Layout::padded, Layout::contiguous);
@@ -207,9 +207,10 @@ TEST(ImplGemm, Bf16PairsInTheWeightGradients) {
         Fill::small_ints);
   check("mb2ic21ih6iw7oc19kh3sh2ph1_tr_dtbf16", Gradient::weight, Layout::reversed, Layout::channels_last,
         Fill::small_ints);
-  // Planar rows converted several at a time (256 / width rows per call):
-  // images taller than one call, with padding rows, channel tails, stride
-  // 2 (two column classes a step apart) and 3D.
+  // Planar rows converted several at a time (256 / width rows per call),
+  // the general path of strides above 1 (unit-stride rows are the
+  // adjacent-pair copy's): images taller than one call, with padding rows,
+  // channel tails, stride 2 (two column classes a step apart) and 3D.
   for (const char* d : {"mb2ic19ih15iw40oc10kh3ph1_dtbf16", "mb1ic9ih20iw33oc7kh3sh2ph1_dtbf16",
                         "mb1ic5id3ih12iw30oc6kd2kh3kw3pd1ph1pw1_dtbf16"})
     check(d, Gradient::weight, Layout::contiguous, Layout::contiguous, Fill::small_ints);

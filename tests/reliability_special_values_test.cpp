@@ -114,8 +114,8 @@ const char* const kShapes[] = {
     // NaN/Inf pass), stride 2 with an odd width.
     "mb2ic17ih5iw9oc19kh3sh2ph1_dtbf16",
     "mb2ic17ih5iw7oc18kh1_dtbf16",
-    // Rows long enough (64 slots and more) for the adjacent-pair copy of
-    // unit-stride planar rows, with padding.
+    // A long unit-stride planar row (81 slots a class: several register
+    // blocks of the adjacent-pair copy), with padding.
     "mb2ic17iw161oc18kw3pw1_dtbf16",
     "mb1ic17ih5iw4oc19kh3kw2sh2sw2ph1pw1_tr_dtbf16",
     "mb2ic17iw7oc18kw3sw2pw2_tr_dtf16",

@@ -120,11 +120,12 @@ void PixelPairCopy::set_columns(int64_t taps, int64_t dilation, int64_t pixels) 
 }
 
 bool PixelPairCopy::adjacent_pairs(const Strides& st) const {
-  // Short rows stay on the general path: per row and class, a channel's
-  // slots are then a few words, and one copy call for each cost more than
-  // the general path's widening (3x3 bf16 weight gradients on 28- to 56-wide
-  // images ran 0.93-0.97x as fast through here; WaveNet's 4000 columns 1.3-1.6x).
-  return step == 1 && st.sp[2] == 1 && cp <= kMaxNr && slots >= kMinAdjacentSlots;
+  // Short rows too, since the pair transpose works in registers: through
+  // an L1 buffer and a transpose pass, a call per row and class cost more
+  // than the general path's widening on 28- to 56-wide rows (0.93x-0.97x);
+  // in registers, 2 threads, bf16 gradWeight: g8 128@28 1.20x, 3x3 128@28
+  // 1.04x, 64@56 1.03x, unet3d 1.05x, 14- and 7-wide rows within noise.
+  return step == 1 && st.sp[2] == 1;
 }
 
 void PixelPairCopy::copy_adjacent_pairs(const uint16_t* base, int64_t block_row, int64_t nc, int64_t c_lo,

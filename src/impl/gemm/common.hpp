@@ -247,7 +247,6 @@ struct PixelPairCopy {
   // index of the plane's first channel, before the row and column offsets.
   void copy_adjacent_pairs(const uint16_t* base, int64_t block_row, int64_t nc, int64_t c_lo, int64_t c_hi,
                            uint32_t* out, bool zero_nonfinite, bool* found) const;
-  static constexpr int64_t kMinAdjacentSlots = 64;
   bool adjacent_pairs(const Strides& st) const;
 };
 
