@@ -534,7 +534,14 @@ class GatherConvKernel final : public OpKernel {
       c.erase(std::unique(c.begin(), c.end()), c.end());
       c.push_back(ph.u[d]);
     }
+    // Only a few boxes (a hostile kernel size would make thousands of
+    // phases, and this count's loops below would run for minutes).
     const size_t boxes = (cuts[0].size() - 1) * (cuts[1].size() - 1);
+    if (boxes == 1 || boxes > kMaxBoxes) {
+      ph.tap_pos.clear();
+      phases_.push_back(std::move(ph));
+      return;
+    }
     // Whether a tap reads the image anywhere in [lo, hi) along dim d: it
     // does for u in [ua, ub), from source index first + u * step in [0, src).
     auto reads = [&](const std::array<int64_t, 3>& pos, int d, int64_t lo, int64_t hi) {
@@ -543,19 +550,21 @@ class GatherConvKernel final : public OpKernel {
       const int64_t ub = ceil_div(std::max<int64_t>(src_.src[d] - first, 0), step);
       return std::max(ua, lo) < std::min(ub, hi);
     };
-    // The products left out, against all of them: boxes only where they
-    // save 1% (each box's last tile and task may run part empty), and only
-    // a few (a hostile kernel size would make thousands of phases).
-    const double total = static_cast<double>(ph.tap_pos.size()) * static_cast<double>(ph.u[0] * ph.u[1]);
+    // The products left out, against all of them (in double: u[0] * u[1]
+    // may pass 2^63): boxes only where they save 1% (each box's last tile
+    // and task may run part empty).
+    const double total =
+        static_cast<double>(ph.tap_pos.size()) * static_cast<double>(ph.u[0]) * static_cast<double>(ph.u[1]);
     double dropped = 0;
     for (size_t i = 0; i + 1 < cuts[0].size(); ++i)
       for (size_t j = 0; j + 1 < cuts[1].size(); ++j) {
-        const int64_t n0 = cuts[0][i + 1] - cuts[0][i], n1 = cuts[1][j + 1] - cuts[1][j];
+        const double pixels = static_cast<double>(cuts[0][i + 1] - cuts[0][i]) *
+                              static_cast<double>(cuts[1][j + 1] - cuts[1][j]);
         for (const auto& pos : ph.tap_pos)
           if (!reads(pos, 0, cuts[0][i], cuts[0][i + 1]) || !reads(pos, 1, cuts[1][j], cuts[1][j + 1]))
-            dropped += static_cast<double>(n0 * n1);
+            dropped += pixels;
       }
-    if (boxes == 1 || boxes > kMaxBoxes || dropped < 0.01 * total) {
+    if (dropped < 0.01 * total) {
       ph.tap_pos.clear();
       phases_.push_back(std::move(ph));
       return;
