@@ -38,7 +38,8 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
   // gradient; an interleave pass and a transpose pass through L1 were 38% of
   // WaveNet's.)
   if (wstride == 1 && cstride != 1) {
-    if (pair_rows(s, cstride, nc, nw, false, zero_nonfinite, reinterpret_cast<uint32_t*>(o), cp)) nonfinite = 1;
+    if (pairs_channels_last(s, cstride, nc, nw, false, zero_nonfinite, reinterpret_cast<uint32_t*>(o), cp))
+      nonfinite = 1;
   } else {
     for (int64_t w = 0; w < nw; ++w)
       for (int64_t c = 0; c < nc; ++c) put(w, c, s[c * cstride + w * wstride]);
@@ -149,7 +150,8 @@ void PixelPairCopy::copy_adjacent_pairs(const uint16_t* base, int64_t block_row,
       const int64_t qa = std::clamp<int64_t>(ceil_div(std::max<int64_t>(c_lo - f, 0), 2), 0, slots);
       const int64_t qb = std::clamp<int64_t>(std::max<int64_t>(c_hi - f, 0) / 2, qa, slots);
       if (qb > qa &&
-          pair_rows(base + row0 + f + 2 * qa, st.ch, nc, 2 * (qb - qa), true, zero_nonfinite, o + qa * cp, cp))
+          pairs_channels_last(base + row0 + f + 2 * qa, st.ch, nc, 2 * (qb - qa), true, zero_nonfinite, o + qa * cp,
+                              cp))
         nonfinite = true;
       // The slots at the row's ends, one half or none inside.
       auto edge = [&](int64_t q) {

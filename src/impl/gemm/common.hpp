@@ -148,7 +148,7 @@ struct ImageCopy {
   std::array<int64_t, 3> lo{0, 0, 0};
   ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
   AnyNonfinite check = scalar::any_nonfinite;         // likewise
-  Bf16PairsChannelsLast pair_rows = scalar::bf16_pairs_channels_last;  // likewise
+  Bf16PairsChannelsLast pairs_channels_last = scalar::bf16_pairs_channels_last;  // likewise
   // bf16 pairs (the bf16 kernels of kernels/gemm.hpp): each stored 32-bit
   // slot holds channels 2s and 2s+1 of a bf16 source, copied bit for bit (no
   // operand rounding applies), a zero past the last channel; cp then counts
@@ -217,7 +217,7 @@ struct PixelPairCopy {
   int64_t slots = 0;             // per class and row
   ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
   AnyNonfinite check = scalar::any_nonfinite;         // likewise
-  Bf16PairsChannelsLast pair_rows = scalar::bf16_pairs_channels_last;  // likewise
+  Bf16PairsChannelsLast pairs_channels_last = scalar::bf16_pairs_channels_last;  // likewise
 
   // Classes and slots for rows of `pixels` output pixels, output pixel o
   // of tap column r < taps reading column r*dilation + o*step.
@@ -241,8 +241,8 @@ struct PixelPairCopy {
   // A block's stored plane when a slot's two columns are neighbours (step
   // 1) in a planar source: each class's slots of a channel are then the
   // source row's own pairs of neighbours from the class's first column,
-  // which pair_rows moves to [slot][channel] in one pass, without the
-  // widening to fp32 and the pair merge of the general path (those made the
+  // which pairs_channels_last moves to [slot][channel] in one pass, without the
+  // widening to fp32 and pair merge of the general path (those made the
   // copies 38% of WaveNet's bf16 weight gradient). block_row: the source
   // index of the plane's first channel, before the row and column offsets.
   void copy_adjacent_pairs(const uint16_t* base, int64_t block_row, int64_t nc, int64_t c_lo, int64_t c_hi,
@@ -257,8 +257,10 @@ constexpr bool bf16_nonfinite(uint16_t v) { return (v & 0x7f80u) == 0x7f80u; }
 // Moves a [rows][cols] block of 32-bit words (src row pitch src_pitch) to
 // dst[col * dst_pitch + row], bit for bit: the fp32 converter's register
 // transpose (`convert`) moves fp32 values as they are, NaN payloads
-// included, so it serves for bf16 pairs too. Every pair copy that lays
-// pairs out channel by channel and needs them pixel by pixel goes through it.
+// included, so it serves for pair words built elsewhere (the small-channel
+// weight gradient's, paired from fp32 rows). Pairs read from a bf16 source
+// take the tier's bf16 pair transpose instead (kernels/gemm.hpp), which
+// pairs and moves them in one pass.
 inline void transpose_words(ToChannelsLast convert, const uint32_t* src, int64_t src_pitch, int64_t rows,
                             int64_t cols, uint32_t* dst, int64_t dst_pitch) {
   convert(src, DataType::f32, OperandRounding::none, 0, src_pitch, 1, rows, cols, reinterpret_cast<float*>(dst),

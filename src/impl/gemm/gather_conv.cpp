@@ -114,7 +114,7 @@ class GatherConvKernel final : public OpKernel {
     src_.cp = pixel_pitch(steps);
     src_.convert = kernels_for(ctx.isa).to_channels_last;
     src_.check = kernels_for(ctx.isa).any_nonfinite;
-    src_.pair_rows = kernels_for(ctx.isa).bf16_pairs_channels_last;
+    src_.pairs_channels_last = kernels_for(ctx.isa).bf16_pairs_channels_last;
     src_.src = dgrad ? sp.y : sp.x;
 
     if (!dgrad) {

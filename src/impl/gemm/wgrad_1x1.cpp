@@ -69,7 +69,7 @@ class Wgrad1x1Kernel final : public OpKernel {
     mr_ = family.gather_rows();
     nr_ = family.nr;
     convert_ = cfg.to_channels_last;
-    pair_rows_ = cfg.bf16_pairs_channels_last;
+    pairs_channels_last_ = cfg.bf16_pairs_channels_last;
     store_ = cfg.store_row;
     groups_ = g.groups;
     n_ = g.n;
@@ -208,7 +208,7 @@ class Wgrad1x1Kernel final : public OpKernel {
               uint32_t* const o32 = reinterpret_cast<uint32_t*>(out);
               const uint16_t* const src = static_cast<const uint16_t*>(args.b) + b.offset + (n0 + r) * b.strides[0] +
                                           (g * c_ + cb * nr_) * b.strides[1] + p0;
-              pair_rows_(src, b.strides[1], nc, len, true, false, o32, nr_);
+              pairs_channels_last_(src, b.strides[1], nc, len, true, false, o32, nr_);
               if (nc < nr_)
                 for (int64_t t = 0; t < lens[r]; ++t) std::fill(o32 + t * nr_ + nc, o32 + (t + 1) * nr_, 0u);
               continue;
@@ -298,7 +298,7 @@ class Wgrad1x1Kernel final : public OpKernel {
   MicroKernel kern_ = nullptr;
   int mr_ = 0, nr_ = 0;  // the kernel\'s tile (kernel config)
   ToChannelsLast convert_ = nullptr;
-  Bf16PairsChannelsLast pair_rows_ = nullptr;
+  Bf16PairsChannelsLast pairs_channels_last_ = nullptr;
   StoreRow store_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, pixels_ = 0, kt_ = 0, cb_ = 0, tasks_ = 1;
   int64_t run_len_ = 0, runs_ = 1;  // pixels per run (chunk, or image) and runs per pass

@@ -62,7 +62,7 @@ class WgradKernel final : public OpKernel {
     dy_.cp = mr_;
     dy_.convert = x_.convert = kernels_for(ctx.isa).to_channels_last;
     dy_.check = x_.check = kernels_for(ctx.isa).any_nonfinite;
-    dy_.pair_rows = x_.pair_rows = kernels_for(ctx.isa).bf16_pairs_channels_last;
+    dy_.pairs_channels_last = x_.pairs_channels_last = kernels_for(ctx.isa).bf16_pairs_channels_last;
     dy_.src = dy_.ext = sp_.y;
     // x: channels-last, padded, channels rounded up to whole 16-vectors.
     x_.v = op.b;
@@ -325,7 +325,7 @@ class WgradKernel final : public OpKernel {
     dyp_.src = dyp_.ext = dy_.src;
     dyp_.step = 1;
     dyp_.convert = xp_.convert = dy_.convert;
-    dyp_.pair_rows = xp_.pair_rows = dy_.pair_rows;
+    dyp_.pairs_channels_last = xp_.pairs_channels_last = dy_.pairs_channels_last;
     dyp_.check = xp_.check = dy_.check;
     dyp_.set_columns(1, 1, sp_.y[2]);
     xp_.v = x_.v;
