@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/config.hpp"
@@ -112,9 +113,12 @@ TEST(KernelToChannelsLast, SameBitsAsPortable) {
 // The bf16 pair transpose of every tier, the portable one included, against
 // its definition (kernels/gemm.hpp) written out here: both pairings, tails
 // of rows and of elements around each tier's 16 x 16 block, odd rows and
-// lengths (zero high halves), a row stride with slack and an odd source
-// offset (pairs on 16-bit boundaries), NaN and Inf halves kept or zeroed
-// and reported, and a destination pitch whose gaps must stay untouched.
+// lengths (zero high halves), a leading zero half (lead 1: every pair
+// straddles two 32-bit words of the row), a row stride with slack and an
+// odd source offset (pairs on 16-bit boundaries), NaN and Inf halves kept or
+// zeroed and reported, an Inf right before and right after each row that
+// must be neither read nor reported, and a destination pitch whose gaps must
+// stay untouched.
 TEST(KernelBf16PairsChannelsLast, MatchesItsDefinitionOnEveryTier) {
   std::mt19937_64 rng(11);
   const int64_t kRows[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 70};
@@ -122,7 +126,7 @@ TEST(KernelBf16PairsChannelsLast, MatchesItsDefinitionOnEveryTier) {
   for (Isa isa : test_isas()) {
     const Bf16PairsChannelsLast run = kernel_config(isa).bf16_pairs_channels_last;
     ASSERT_NE(run, nullptr) << tier_name(isa);
-    for (bool pair_elements : {false, true})
+    for (const auto& [pair_elements, lead] : {std::pair{false, 0}, std::pair{true, 0}, std::pair{true, 1}})
       for (bool zero_nonfinite : {false, true})
         for (int64_t rows : kRows)
           for (int64_t len : kLens)
@@ -141,14 +145,16 @@ TEST(KernelBf16PairsChannelsLast, MatchesItsDefinitionOnEveryTier) {
                   src[static_cast<size_t>(offset + (rng() % rows) * cstride + rng() % len)] = 0xff80;
                 }
                 for (int64_t j = 0; j < rows; ++j) src[static_cast<size_t>(offset + j * cstride + len)] = 0x7f80;
+                for (int64_t j = offset > 0 ? 0 : 1; j < rows; ++j)
+                  src[static_cast<size_t>(offset + j * cstride - 1)] = 0xff80;
                 const uint16_t* const block = src.data() + offset;
-                const int64_t slots = pair_elements ? (len + 1) / 2 : len;
+                const int64_t slots = pair_elements ? (lead + len + 1) / 2 : len;
                 const int64_t lanes = pair_elements ? rows : (rows + 1) / 2;
                 const int64_t pitch = lanes + 3;
                 std::vector<uint32_t> want(static_cast<size_t>(slots * pitch + 5), 0xA5A5A5A5u), got = want;
                 bool want_found = false;
                 auto half = [&](int64_t j, int64_t e) -> uint32_t {
-                  if (j >= rows || e >= len) return 0;
+                  if (j >= rows || e < 0 || e >= len) return 0;
                   const uint16_t v = block[j * cstride + e];
                   const bool special = (v & 0x7f80u) == 0x7f80u;
                   want_found = want_found || special;
@@ -157,11 +163,13 @@ TEST(KernelBf16PairsChannelsLast, MatchesItsDefinitionOnEveryTier) {
                 for (int64_t sl = 0; sl < slots; ++sl)
                   for (int64_t l = 0; l < lanes; ++l)
                     want[static_cast<size_t>(sl * pitch + l)] =
-                        pair_elements ? half(l, 2 * sl) | half(l, 2 * sl + 1) << 16
+                        pair_elements ? half(l, 2 * sl - lead) | half(l, 2 * sl + 1 - lead) << 16
                                       : half(2 * l, sl) | half(2 * l + 1, sl) << 16;
-                const bool found = run(block, cstride, rows, len, pair_elements, zero_nonfinite, got.data(), pitch);
+                const bool found =
+                    run(block, cstride, rows, len, pair_elements, lead, zero_nonfinite, got.data(), pitch);
                 const std::string where = tier_name(isa) + (pair_elements ? " pairs of elements" : " pairs of rows") +
-                                          " rows " + std::to_string(rows) + " len " + std::to_string(len) +
+                                          " lead " + std::to_string(lead) + " rows " + std::to_string(rows) +
+                                          " len " + std::to_string(len) +
                                           " offset " + std::to_string(offset) +
                                           (zero_nonfinite ? " zeroing" : "") + (with_special ? " special" : "");
                 ASSERT_EQ(want_found, with_special) << where;

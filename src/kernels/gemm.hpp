@@ -101,14 +101,20 @@ using ToChannelsLast = void (*)(const void* src, DataType dt, OperandRounding ro
 //     row 2p [e] | row 2p+1 [e] << 16, for e < len, p < ceil(rows/2);
 //   pair_elements = true (pairs of neighbours: the pixels the weight
 //     gradient reduces over): dst[t*pitch + j] =
-//     row j [2t] | row j [2t+1] << 16, for t < ceil(len/2), j < rows;
-// an odd last pair takes a zero high half. Nothing else of dst is written,
+//     row j [2t - lead] | row j [2t+1 - lead] << 16,
+//     for t < ceil((lead + len)/2), j < rows;
+// elements outside [0, len) are zero halves: an odd last pair takes a zero
+// high half, and lead = 1 (pair_elements only; else 0) starts the first pair
+// with a zero low half, so a row whose pairs straddle its left padding goes
+// in one call (scalar edge slots were 18% of the bf16 g8 128@28 weight
+// gradient). Nothing else of dst is written,
 // nothing past the block is read. A NaN or +-Inf half is stored as 0 when
 // zero_nonfinite (OpArgs::zero_nonfinite); the result says whether any half
 // was one. The vector tiers do both steps, the pairing and the transpose,
 // in registers: as an interleave pass and a transpose pass through L1 they
 // were 38% of WaveNet's bf16 data gradient.
 using Bf16PairsChannelsLast = bool (*)(const uint16_t* src, int64_t cstride, int64_t rows, int64_t len,
-                                       bool pair_elements, bool zero_nonfinite, uint32_t* dst, int64_t pitch);
+                                       bool pair_elements, int lead, bool zero_nonfinite, uint32_t* dst,
+                                       int64_t pitch);
 
 }  // namespace convbwd::detail

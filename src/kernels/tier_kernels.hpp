@@ -110,7 +110,8 @@ CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512_emu)
 #define CONVBWD_DECLARE_BF16_PAIRS_CHANNELS_LAST(ns)                                                      \
   namespace convbwd::detail::ns {                                                                       \
   bool bf16_pairs_channels_last(const uint16_t* src, int64_t cstride, int64_t rows, int64_t len,         \
-                                bool pair_elements, bool zero_nonfinite, uint32_t* dst, int64_t pitch); \
+                                bool pair_elements, int lead, bool zero_nonfinite, uint32_t* dst,       \
+                                int64_t pitch);                                                         \
   }
 
 CONVBWD_DECLARE_BF16_PAIRS_CHANNELS_LAST(scalar)

@@ -38,7 +38,7 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
   // gradient; an interleave pass and a transpose pass through L1 were 38% of
   // WaveNet's.)
   if (wstride == 1 && cstride != 1) {
-    if (pairs_channels_last(s, cstride, nc, nw, false, zero_nonfinite, reinterpret_cast<uint32_t*>(o), cp))
+    if (pairs_channels_last(s, cstride, nc, nw, false, 0, zero_nonfinite, reinterpret_cast<uint32_t*>(o), cp))
       nonfinite = 1;
   } else {
     for (int64_t w = 0; w < nw; ++w)
@@ -145,31 +145,20 @@ void PixelPairCopy::copy_adjacent_pairs(const uint16_t* base, int64_t block_row,
       }
       const int64_t f = first[static_cast<size_t>(m)];
       const int64_t row0 = block_row + x1 * st.sp[1] - lo[2];  // + c * st.ch + col: stored column col
-      // Slots [qa, qb) have both columns f + 2q and f + 2q + 1 in [c_lo, c_hi):
-      // the source's own pairs, through the tier's transpose.
-      const int64_t qa = std::clamp<int64_t>(ceil_div(std::max<int64_t>(c_lo - f, 0), 2), 0, slots);
-      const int64_t qb = std::clamp<int64_t>(std::max<int64_t>(c_hi - f, 0) / 2, qa, slots);
+      // Slots [qa, qb) hold stored columns in [c_lo, c_hi), slot q columns
+      // f + 2q and f + 2q + 1: one call of the tier's transpose reads them
+      // from column col0 on, its first pair starting `lead` halves before
+      // (a low half in the left padding), its last one cut at c_hi. The
+      // slots outside hold padding only.
+      const int64_t col0 = std::max(c_lo, f);
+      const int64_t qa = std::min(slots, (col0 - f) / 2);
+      const int64_t qb = std::clamp<int64_t>(ceil_div(std::max<int64_t>(c_hi - f, 0), 2), qa, slots);
       if (qb > qa &&
-          pairs_channels_last(base + row0 + f + 2 * qa, st.ch, nc, 2 * (qb - qa), true, zero_nonfinite, o + qa * cp,
-                              cp))
+          pairs_channels_last(base + row0 + col0, st.ch, nc, std::min(c_hi, f + 2 * qb) - col0, true,
+                              static_cast<int>(col0 - f - 2 * qa), zero_nonfinite, o + qa * cp, cp))
         nonfinite = true;
-      // The slots at the row's ends, one half or none inside.
-      auto edge = [&](int64_t q) {
-        const int64_t col = f + 2 * q;
-        for (int64_t c = 0; c < nc; ++c) {
-          const int64_t r = row0 + c * st.ch;
-          uint32_t word = 0;
-          for (int64_t h = 0; h < 2; ++h) {
-            if (col + h < c_lo || col + h >= c_hi) continue;
-            const uint16_t x = base[r + col + h];
-            nonfinite = nonfinite || bf16_nonfinite(x);
-            if (!(zero_nonfinite && bf16_nonfinite(x))) word |= uint32_t{x} << (16 * h);
-          }
-          o[q * cp + c] = word;
-        }
-      };
-      for (int64_t q = 0; q < qa; ++q) edge(q);
-      for (int64_t q = qb; q < slots; ++q) edge(q);
+      std::memset(o, 0, static_cast<size_t>(qa * cp) * sizeof(uint32_t));
+      std::memset(o + qb * cp, 0, static_cast<size_t>((slots - qb) * cp) * sizeof(uint32_t));
       if (nc < cp)
         for (int64_t q = 0; q < slots; ++q) std::fill(o + q * cp + nc, o + (q + 1) * cp, 0u);
     }

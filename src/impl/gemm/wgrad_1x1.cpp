@@ -208,7 +208,7 @@ class Wgrad1x1Kernel final : public OpKernel {
               uint32_t* const o32 = reinterpret_cast<uint32_t*>(out);
               const uint16_t* const src = static_cast<const uint16_t*>(args.b) + b.offset + (n0 + r) * b.strides[0] +
                                           (g * c_ + cb * nr_) * b.strides[1] + p0;
-              pairs_channels_last_(src, b.strides[1], nc, len, true, false, o32, nr_);
+              pairs_channels_last_(src, b.strides[1], nc, len, true, 0, false, o32, nr_);
               if (nc < nr_)
                 for (int64_t t = 0; t < lens[r]; ++t) std::fill(o32 + t * nr_ + nc, o32 + (t + 1) * nr_, 0u);
               continue;

@@ -46,6 +46,21 @@ inline void prefetch_ahead(const uint16_t* p, int64_t left) {
   if (left > kAhead) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead), _MM_HINT_T0);
 }
 
+// The first n (0 to 32) 16-bit elements at p, the other lanes 0.
+inline __m512i first_32_halves(const uint16_t* p, int64_t n) {
+  if (n >= 32) return _mm512_loadu_si512(p);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(first_halves(p, n)), first_halves(p + 16, n - 16), 1);
+}
+
+// v's halves one lane up, lane 0 zero: a row's first pair with a zero low
+// half (lead = 1). Shifted in a register, so nothing before the row is read.
+inline __m512i halves_one_up(__m512i v) {
+  alignas(64) static constexpr uint16_t kFromLane[32] = {0,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9,
+                                                         10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+                                                         21, 22, 23, 24, 25, 26, 27, 28, 29, 30};
+  return _mm512_maskz_permutexvar_epi16(~__mmask32{1}, _mm512_load_si512(kFromLane), v);
+}
+
 inline void transpose(__m512i* r) {
   __m512 f[16];
   for (int i = 0; i < 16; ++i) f[i] = _mm512_castsi512_ps(r[i]);
@@ -56,7 +71,7 @@ inline void transpose(__m512i* r) {
 }  // namespace
 
 bool bf16_pairs_channels_last(const uint16_t* src, int64_t cstride, int64_t rows, int64_t len, bool pair_elements,
-                              bool zero_nonfinite, uint32_t* dst, int64_t pitch) {
+                              int lead, bool zero_nonfinite, uint32_t* dst, int64_t pitch) {
   __mmask32 seen = 0;
   // Checks (and zeroes) the halves of one register of pairs.
   auto checked = [&](__m512i v) {
@@ -66,23 +81,25 @@ bool bf16_pairs_channels_last(const uint16_t* src, int64_t cstride, int64_t rows
   };
   __m512i r[16];
   if (pair_elements) {
-    // Lane j: row j; register j holds that row's 16 pairs of the block.
-    const int64_t slots = (len + 1) / 2;
+    // Lane j: row j; register j holds that row's 16 pairs of the block,
+    // which start at element 2*t0 - lead (the first block of a lead-1 row
+    // reads from element 0 and shifts its halves one lane up).
+    const int64_t slots = (lead + len + 1) / 2;
     for (int64_t j0 = 0; j0 < rows; j0 += 16) {
       const int64_t jn = std::min<int64_t>(16, rows - j0);
       for (int64_t t0 = 0; t0 < slots; t0 += 16) {
-        const int64_t tn = std::min<int64_t>(16, slots - t0), en = std::min<int64_t>(32, len - 2 * t0);
+        const int64_t tn = std::min<int64_t>(16, slots - t0);
+        const int64_t e0 = std::max<int64_t>(2 * t0 - lead, 0), shift = e0 - (2 * t0 - lead);
+        const int64_t en = std::min<int64_t>(32 - shift, len - e0);
         for (int64_t j = 0; j < 16; ++j) {
           if (j >= jn) {
             r[j] = _mm512_setzero_si512();
             continue;
           }
-          const uint16_t* const row = src + (j0 + j) * cstride + 2 * t0;
-          prefetch_ahead(row, len - 2 * t0);
-          const __m512i v = en == 32 ? _mm512_loadu_si512(row)
-                                     : _mm512_inserti64x4(_mm512_castsi256_si512(first_halves(row, en)),
-                                                          first_halves(row + 16, en - 16), 1);
-          r[j] = checked(v);
+          const uint16_t* const row = src + (j0 + j) * cstride + e0;
+          prefetch_ahead(row, len - e0);
+          const __m512i v = first_32_halves(row, en);
+          r[j] = checked(shift != 0 ? halves_one_up(v) : v);
         }
         transpose(r);
         store_slots(r, tn, jn, dst + t0 * pitch + j0, pitch);
