@@ -361,36 +361,53 @@ class GatherConvKernel final : public OpKernel {
     int row_count[kMaxTileGroup];
     bool consecutive[kMaxTileGroup];
     // The task's pixels are consecutive: their coordinates are found by
-    // division once, then stepped with carries. Five divisions per row were
+    // division once, then stepped with carries, and so are their source and
+    // output offsets, from steps held in locals. Five divisions per row were
     // a fifth of the g8 128@28 data gradient (16-column groups make short
-    // tiles, and every group's tasks repeat the walk).
-    int64_t at_image = 0, at[3] = {0, 0, 0};
+    // tiles, and every group's tasks repeat the walk); after them the
+    // products, recomputed per row from the phase's fields in memory, were
+    // still 8%.
+    const std::array<int64_t, 3> u = ph.u;
+    const std::array<int64_t, 3> a_step{ph.src_step[0] * src_.ext[1] * src_.ext[2] * src_.cp,
+                                        ph.src_step[1] * src_.ext[2] * src_.cp, ph.src_step[2] * src_.cp};
+    const std::array<int64_t, 3> d_step{ph.out_step[0] * ds.sp[0], ph.out_step[1] * ds.sp[1],
+                                        ph.out_step[2] * ds.sp[2]};
+    // Each carry rewinds the dim it leaves (u steps) and steps the next one.
+    const int64_t a_carry1 = a_step[1] - u[2] * a_step[2], d_carry1 = d_step[1] - u[2] * d_step[2];
+    const int64_t a_carry0 = a_step[0] - u[1] * a_step[1], d_carry0 = d_step[0] - u[1] * d_step[1];
+    const int64_t a_carry_image = image_floats_ - u[0] * a_step[0], d_carry_image = ds.n - u[0] * d_step[0];
+    int64_t at[3] = {0, 0, 0}, a_at = 0, d_at = 0;
     {
       const int64_t first = tile_lo * mr_;
-      at_image = first / ph.pixels;
+      const int64_t at_image = first / ph.pixels;
       const int64_t px = first % ph.pixels;
-      at[2] = px % ph.u[2];
-      at[1] = px / ph.u[2] % ph.u[1];
-      at[0] = px / (ph.u[2] * ph.u[1]);
+      at[2] = px % u[2];
+      at[1] = px / u[2] % u[1];
+      at[0] = px / (u[2] * u[1]);
+      a_at = at_image * image_floats_ + at[0] * a_step[0] + at[1] * a_step[1] + at[2] * a_step[2];
+      d_at = dst_ch0 + at_image * ds.n + ph.out_first[0] * ds.sp[0] + ph.out_first[1] * ds.sp[1] +
+             ph.out_first[2] * ds.sp[2] + at[0] * d_step[0] + at[1] * d_step[1] + at[2] * d_step[2];
     }
     for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
       const int64_t j = tl - tile_lo;
       row_count[j] = static_cast<int>(std::min<int64_t>(mr_, batch_pixels - tl * mr_));
       for (int r = 0; r < row_count[j]; ++r) {
-        rows_a[j][r] = src + at_image * image_floats_ +
-                       ((at[0] * ph.src_step[0] * src_.ext[1] + at[1] * ph.src_step[1]) * src_.ext[2] +
-                        at[2] * ph.src_step[2]) *
-                           src_.cp;
-        row_base[j][r] = dst_ch0 + at_image * ds.n + (ph.out_first[0] + at[0] * ph.out_step[0]) * ds.sp[0] +
-                         (ph.out_first[1] + at[1] * ph.out_step[1]) * ds.sp[1] +
-                         (ph.out_first[2] + at[2] * ph.out_step[2]) * ds.sp[2];
-        if (++at[2] == ph.u[2]) {
+        rows_a[j][r] = src + a_at;
+        row_base[j][r] = d_at;
+        a_at += a_step[2];
+        d_at += d_step[2];
+        if (++at[2] == u[2]) {
           at[2] = 0;
-          if (++at[1] == ph.u[1]) {
+          a_at += a_carry1;
+          d_at += d_carry1;
+          if (++at[1] == u[1]) {
             at[1] = 0;
-            if (++at[0] == ph.u[0]) {
+            a_at += a_carry0;
+            d_at += d_carry0;
+            if (++at[0] == u[0]) {
               at[0] = 0;
-              ++at_image;
+              a_at += a_carry_image;
+              d_at += d_carry_image;
             }
           }
         }
