@@ -151,8 +151,10 @@ struct ImageCopy {
   Bf16PairsChannelsLast pairs_channels_last = scalar::bf16_pairs_channels_last;  // likewise
   // bf16 pairs (the bf16 kernels of kernels/gemm.hpp): each stored 32-bit
   // slot holds channels 2s and 2s+1 of a bf16 source, copied bit for bit (no
-  // operand rounding applies), a zero past the last channel; cp then counts
-  // slots. Else each slot is one channel in fp32.
+  // operand rounding applies), a zero half past the last channel; cp then
+  // counts slots, and the slots of a pixel past slots() are not written
+  // (unlike fp32's zero channels: no kernel reads them, and no check scans
+  // them). Else each slot is one channel in fp32.
   bool pairs = false;
 
   int64_t slots() const { return pairs ? (cg + 1) / 2 : cg; }  // per pixel, unpadded
