@@ -160,8 +160,8 @@ void PixelPairCopy::copy_adjacent_pairs(const uint16_t* base, int64_t block_row,
           pairs_channels_last(base + row0 + col0, st.ch, nc, std::min(c_hi, f + 2 * qb) - col0, true,
                               static_cast<int>(col0 - f - 2 * qa), zero_nonfinite, o + qa * cp, cp))
         nonfinite = true;
-      std::memset(o, 0, static_cast<size_t>(qa * cp) * sizeof(uint32_t));
-      std::memset(o + qb * cp, 0, static_cast<size_t>((slots - qb) * cp) * sizeof(uint32_t));
+      if (qa > 0) std::memset(o, 0, static_cast<size_t>(qa * cp) * sizeof(uint32_t));
+      if (qb < slots) std::memset(o + qb * cp, 0, static_cast<size_t>((slots - qb) * cp) * sizeof(uint32_t));
       if (nc < cp)
         for (int64_t q = 0; q < slots; ++q) std::fill(o + q * cp + nc, o + (q + 1) * cp, 0u);
     }
