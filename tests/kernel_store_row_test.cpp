@@ -124,10 +124,11 @@ TEST(KernelStoreRow, RowsStoreEachRowAsTheRowStoreDoes) {
 
 // The planar store of a channels-last block, every tier (the portable one
 // included): element (w, c) of the source, src_pitch floats per pixel, lands
-// at index + c * col_stride + w, rounded as the portable row store rounds it
-// (sweep values: ties, subnormals, overflow, NaN payloads), and nothing
-// between or around the channel runs is written. Pixel counts and channel
-// counts cross the 8- and 16-wide blocks.
+// at index + c * col_stride + w * pixel_step, rounded as the portable row
+// store rounds it (sweep values: ties, subnormals, overflow, NaN payloads),
+// and nothing between or around the channel runs, nor between the pixels of
+// a run with pixel step 2 or 3 (another phase's), is written. Pixel counts
+// and channel counts cross the 8- and 16-wide blocks.
 TEST(KernelStoreRow, ColumnsStoreEachChannelsPixelsAsTheRowStoreDoes) {
   const std::vector<float> values = sweep_values();
   for (Isa isa : test::test_isas()) {
@@ -137,19 +138,21 @@ TEST(KernelStoreRow, ColumnsStoreEachChannelsPixelsAsTheRowStoreDoes) {
     for (DataType dt : kTypes)
       for (int64_t cols : {1, 7, 8, 9, 16, 17, 32})
         for (int64_t n : {0, 1, 7, 8, 9, 16, 17, 40})
-          for (int64_t col_stride : {n, n + 5}) {
-            const int64_t index = 3, src_pitch = cols + 3;
-            std::vector<float> src(static_cast<size_t>(n * src_pitch + 1));
-            for (float& v : src) v = values[(next++ * 104729) % values.size()];  // spread over the sweep
-            const size_t elems = static_cast<size_t>(index + cols * col_stride + 8);
-            std::vector<unsigned char> want(elems * size_of(dt), 0xA5), got(want);
-            for (int64_t c = 0; c < cols; ++c)
-              for (int64_t w = 0; w < n; ++w)
-                scalar::store_row(src.data() + w * src_pitch + c, 1, want.data(), dt, index + c * col_stride + w, 1);
-            columns_store(src.data(), src_pitch, n, cols, got.data(), dt, index, col_stride);
-            ASSERT_EQ(want, got) << test::tier_name(isa) << " dtype " << static_cast<int>(dt) << " cols " << cols
-                                 << " n " << n << " col_stride " << col_stride;
-          }
+          for (int64_t pixel_step : {1, 2, 3})
+            for (int64_t col_stride : {n * pixel_step, n * pixel_step + 5}) {
+              const int64_t index = 3, src_pitch = cols + 3;
+              std::vector<float> src(static_cast<size_t>(n * src_pitch + 1));
+              for (float& v : src) v = values[(next++ * 104729) % values.size()];  // spread over the sweep
+              const size_t elems = static_cast<size_t>(index + cols * col_stride + 8);
+              std::vector<unsigned char> want(elems * size_of(dt), 0xA5), got(want);
+              for (int64_t c = 0; c < cols; ++c)
+                for (int64_t w = 0; w < n; ++w)
+                  scalar::store_row(src.data() + w * src_pitch + c, 1, want.data(), dt,
+                                    index + c * col_stride + w * pixel_step, 1);
+              columns_store(src.data(), src_pitch, n, cols, got.data(), dt, index, col_stride, pixel_step);
+              ASSERT_EQ(want, got) << test::tier_name(isa) << " dtype " << static_cast<int>(dt) << " cols " << cols
+                                   << " n " << n << " pixel_step " << pixel_step << " col_stride " << col_stride;
+            }
   }
 }
 

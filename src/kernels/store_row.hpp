@@ -34,13 +34,16 @@ using StoreRow = void (*)(const float* src, int64_t n, void* base, DataType dt, 
 using StoreRows = void (*)(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,
                            int64_t index, int64_t row_stride);
 // A channels-last block stored planar: element (w, c) of src, at src + w *
-// src_pitch + c, goes to base[index + c * col_stride + w], rounded once, for
-// pixels w < n and channels c < cols. The output tiles of the forward and
-// data-gradient GEMM (pixels x channels) into an NCHW output. The vector
-// tiers transpose W x W blocks in registers and round each channel's W
-// pixels with one conversion; through an fp32 transposed copy and then the
-// row store, the two passes were 15% of WaveNet's bf16 data gradient.
+// src_pitch + c, goes to base[index + c * col_stride + w * pixel_step],
+// rounded once, for pixels w < n and channels c < cols; nothing between them
+// is written (with pixel_step 2, another thread may be storing the other
+// phase's pixels there). The output tiles of the forward and data-gradient
+// GEMM (pixels x channels) into an NCHW output, pixel_step 2 for the phases
+// of a stride-2 data gradient. The vector tiers transpose W x W blocks in
+// registers and round each channel's W pixels with one conversion; through
+// an fp32 transposed copy and then the row store, the two passes were 15% of
+// WaveNet's bf16 data gradient.
 using StoreColumns = void (*)(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt,
-                              int64_t index, int64_t col_stride);
+                              int64_t index, int64_t col_stride, int64_t pixel_step);
 
 }  // namespace convbwd::detail

@@ -24,7 +24,7 @@
   void store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,   \
                   int64_t index, int64_t row_stride);                                                       \
   void store_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt, \
-                     int64_t index, int64_t col_stride);                                                    \
+                     int64_t index, int64_t col_stride, int64_t pixel_step);                                \
   bool any_nonfinite(const float* p, int64_t n);                                                            \
   void depthwise_task(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch); \
   void bias_task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);               \

@@ -359,7 +359,7 @@ class GatherConvKernel final : public OpKernel {
     const float* rows_a[kMaxTileGroup][kMaxMr];
     int64_t row_base[kMaxTileGroup][kMaxMr];
     int row_count[kMaxTileGroup];
-    bool consecutive[kMaxTileGroup];
+    bool spaced[kMaxTileGroup];  // the tile's pixels are pixel_step apart in the output
     // The task's pixels are consecutive: their coordinates are found by
     // division once, then stepped with carries, and so are their source and
     // output offsets, from steps held in locals. Five divisions per row were
@@ -377,6 +377,9 @@ class GatherConvKernel final : public OpKernel {
     const int64_t a_carry0 = a_step[0] - u[1] * a_step[1], d_carry0 = d_step[0] - u[1] * d_step[1];
     const int64_t a_carry_image = image_floats_ - u[0] * a_step[0], d_carry_image = ds.n - u[0] * d_step[0];
     int64_t at[3] = {0, 0, 0}, a_at = 0, d_at = 0;
+    // Output pixels of one image row: neighbours (NCHW), or every other one
+    // in a phase of a stride-2 data gradient; else 0 (stored pixel by pixel).
+    const int64_t pixel_step = ds.sp[2] == 1 && ph.out_step[2] <= 2 ? ph.out_step[2] : 0;
     {
       const int64_t first = tile_lo * mr_;
       const int64_t at_image = first / ph.pixels;
@@ -417,8 +420,9 @@ class GatherConvKernel final : public OpKernel {
         rows_a[j][r] = rows_a[j][0];
         row_base[j][r] = row_base[j][0];
       }
-      consecutive[j] = ds.sp[2] == 1;
-      for (int r = 1; r < row_count[j]; ++r) consecutive[j] = consecutive[j] && row_base[j][r] == row_base[j][0] + r;
+      spaced[j] = pixel_step > 0;
+      for (int r = 1; r < row_count[j]; ++r)
+        spaced[j] = spaced[j] && row_base[j][r] == row_base[j][0] + r * pixel_step;
     }
     const int64_t chunks = static_cast<int64_t>(ph.chunk_ends.size());
     // Weight block outermost, then reduction chunk, then tiles: a chunk's B
@@ -450,26 +454,28 @@ class GatherConvKernel final : public OpKernel {
       const int64_t ntiles = tile_hi - tile_lo;
       for (int64_t j = 0; j < ntiles;) {
         float* const tile = tiles + j * mr_ * nr_;
-        // Tiles whose pixels continue one run of neighbours in an output
-        // whose pixels are contiguous (NCHW): the tiles lie back to back in
-        // `tiles`, so the run is one [pixel][nr] block, and each channel's
-        // pixels are stored whole, through the channels-last converter run
-        // backwards (the pixels as its channels).
+        // Tiles whose pixels continue one run of neighbours (or of every
+        // other pixel) in an output whose pixels are contiguous (NCHW): the
+        // tiles lie back to back in `tiles`, so the run is one [pixel][nr]
+        // block, and each channel's pixels are stored whole; fp32
+        // neighbours through the channels-last converter run backwards (the
+        // pixels as its channels).
         int64_t end = j + 1, pixels = row_count[j];
-        if (consecutive[j])
+        if (spaced[j])
           while (end < ntiles && pixels == (end - j) * mr_ && pixels + row_count[end] <= kMaxRunPixels &&
-                 consecutive[end] && row_base[end][0] == row_base[j][0] + pixels)
+                 spaced[end] && row_base[end][0] == row_base[j][0] + pixels * pixel_step)
             pixels += row_count[end++];
         const int64_t first = row_base[j][0] + blk * nr_ * ds.ch;
-        if (consecutive[j] && op_.dst.dtype == DataType::f32) {
+        if (spaced[j] && pixel_step == 1 && op_.dst.dtype == DataType::f32) {
           src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, pixels, cols,
                        static_cast<float*>(args.dst) + first, ds.ch);
           j = end;
           continue;
         }
-        if (consecutive[j] && (pixels >= kMinRunPixels16 || channel_stride_aliases(ds.ch))) {
+        if (spaced[j] && op_.dst.dtype != DataType::f32 &&
+            (pixels >= kMinRunPixels16 || channel_stride_aliases(ds.ch))) {
           // 16-bit: transposed and rounded in registers, a channel's run of pixels at a time.
-          store_columns_(tile, nr_, pixels, cols, args.dst, op_.dst.dtype, first, ds.ch);
+          store_columns_(tile, nr_, pixels, cols, args.dst, op_.dst.dtype, first, ds.ch, pixel_step);
           j = end;
           continue;
         }

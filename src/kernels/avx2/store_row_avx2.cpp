@@ -46,6 +46,9 @@ struct Avx2Lanes {
     }
     if (n & 1) *p = static_cast<uint16_t>(_mm_cvtsi128_si32(h));
   }
+  // No masked 16-bit store: the kernel's element-wise store serves pixel steps.
+  static constexpr bool kStoreEveryOther = false;
+  static void store_every_other(uint16_t*, H, int64_t) {}
 };
 
 }  // namespace
@@ -60,8 +63,8 @@ void avx2::store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t
 }
 
 void avx2::store_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt,
-                         int64_t index, int64_t col_stride) {
-  StoreRowKernel<Avx2Lanes>::run_columns(src, src_pitch, n, cols, base, dt, index, col_stride);
+                         int64_t index, int64_t col_stride, int64_t pixel_step) {
+  StoreRowKernel<Avx2Lanes>::run_columns(src, src_pitch, n, cols, base, dt, index, col_stride, pixel_step);
 }
 
 }  // namespace convbwd::detail

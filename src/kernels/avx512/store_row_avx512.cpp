@@ -38,6 +38,20 @@ struct Avx512Lanes {
     std::memcpy(p, lanes, static_cast<size_t>(n) * sizeof(uint16_t));
 #endif
   }
+  // The first n (<= W) results at p[0], p[2], .. p[2n-2]: widened to 32-bit
+  // lanes, each lands in the even half, and a masked store writes only those
+  // (the odd elements are another phase's, perhaps another thread's).
+  // SIMDe has no masked stores: the kernel's element-wise store serves.
+#ifndef CONVBWD_EMULATE_AVX512
+  static constexpr bool kStoreEveryOther = true;
+  static void store_every_other(uint16_t* p, H h, int64_t n) {
+    const auto even = static_cast<__mmask32>(0x55555555u & static_cast<uint32_t>((uint64_t{1} << (2 * n)) - 1u));
+    _mm512_mask_storeu_epi16(p, even, _mm512_cvtepu16_epi32(h));
+  }
+#else
+  static constexpr bool kStoreEveryOther = false;
+  static void store_every_other(uint16_t*, H, int64_t) {}
+#endif
 };
 
 }  // namespace
@@ -52,8 +66,8 @@ void store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, vo
 }
 
 void store_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt,
-                   int64_t index, int64_t col_stride) {
-  StoreRowKernel<Avx512Lanes>::run_columns(src, src_pitch, n, cols, base, dt, index, col_stride);
+                   int64_t index, int64_t col_stride, int64_t pixel_step) {
+  StoreRowKernel<Avx512Lanes>::run_columns(src, src_pitch, n, cols, base, dt, index, col_stride, pixel_step);
 }
 
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS

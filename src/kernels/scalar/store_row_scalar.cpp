@@ -30,10 +30,11 @@ void scalar::store_rows(const float* src, int64_t src_pitch, int64_t rows, int64
 }
 
 void scalar::store_columns(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base, DataType dt,
-                           int64_t index, int64_t col_stride) {
+                           int64_t index, int64_t col_stride, int64_t pixel_step) {
   // Pixel by pixel: each pixel's channels are contiguous in src and
   // col_stride apart in the output.
-  for (int64_t w = 0; w < n; ++w) scalar::store_row(src + w * src_pitch, cols, base, dt, index + w, col_stride);
+  for (int64_t w = 0; w < n; ++w)
+    scalar::store_row(src + w * src_pitch, cols, base, dt, index + w * pixel_step, col_stride);
 }
 
 }  // namespace convbwd::detail
