@@ -28,30 +28,31 @@ template <class V>
 struct StoreRowKernel {
   static constexpr int64_t W = V::W;
 
+  // The first n (<= W) results of h at p[0], p[stride], ..., nothing else
+  // written: one store at stride 1, one masked store at stride 2 where the
+  // tier has it, else element by element.
+  static void store_spaced(uint16_t* p, typename V::H h, int64_t n, int64_t stride) {
+    if (stride == 1) {
+      if (n == W) V::store(p, h);
+      else V::store_partial(p, h, n);
+    } else if (stride == 2 && V::kStoreEveryOther) {
+      V::store_every_other(p, h, n);
+    } else {
+      alignas(64) uint16_t lanes[W];
+      V::store(lanes, h);
+      for (int64_t i = 0; i < n; ++i) p[i * stride] = lanes[i];
+    }
+  }
+
   template <DataType T>
   static void narrow_row(const float* src, int64_t n, uint16_t* p, int64_t stride) {
-    alignas(64) uint16_t lanes[W];
     int64_t j = 0;
-    for (; j + W <= n; j += W) {
-      const auto h = V::template narrow<T>(V::load(src + j));
-      if (stride == 1) {
-        V::store(p + j, h);
-      } else {
-        V::store(lanes, h);
-        for (int64_t i = 0; i < W; ++i) p[(j + i) * stride] = lanes[i];
-      }
-    }
+    for (; j + W <= n; j += W) store_spaced(p + j * stride, V::template narrow<T>(V::load(src + j)), W, stride);
     if (j == n) return;
     // The tail converted as one vector too (the scalar float_to_f16 per
     // element was 15% of a 28-wide depthwise row's time).
     const int64_t rest = n - j;
-    const auto h = V::template narrow<T>(V::load_partial(src + j, rest));
-    if (stride == 1) {
-      V::store_partial(p + j, h, rest);
-      return;
-    }
-    V::store(lanes, h);
-    for (int64_t i = 0; i < rest; ++i) p[(j + i) * stride] = lanes[i];
+    store_spaced(p + j * stride, V::template narrow<T>(V::load_partial(src + j, rest)), rest, stride);
   }
 
   static void run(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride) {
@@ -87,20 +88,8 @@ struct StoreRowKernel {
           r[w] = w >= wn ? V::zero() : cn == W ? V::load(row) : V::load_partial(row, cn);
         }
         V::transpose(r);  // r[c] lane w: channel c's pixels
-        for (int64_t c = 0; c < cn; ++c) {
-          uint16_t* const o = p + (c0 + c) * col_stride + w0 * pixel_step;
-          const auto h = V::template narrow<T>(r[c]);
-          if (pixel_step == 1) {
-            if (wn == W) V::store(o, h);
-            else V::store_partial(o, h, wn);
-          } else if (pixel_step == 2 && V::kStoreEveryOther) {
-            V::store_every_other(o, h, wn);
-          } else {
-            alignas(64) uint16_t lanes[W];
-            V::store(lanes, h);
-            for (int64_t w = 0; w < wn; ++w) o[w * pixel_step] = lanes[w];
-          }
-        }
+        for (int64_t c = 0; c < cn; ++c)
+          store_spaced(p + (c0 + c) * col_stride + w0 * pixel_step, V::template narrow<T>(r[c]), wn, pixel_step);
       }
     }
   }
