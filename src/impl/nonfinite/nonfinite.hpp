@@ -57,6 +57,11 @@ bool every_tap_is_real(const Geometry& g);
 bool has_nonfinite(const void* base, const View& v, OperandRounding rounding, ThreadPool* pool = nullptr,
                    int threads = 1);
 
+// Whether any of the n contiguous bf16 values at p is NaN or +-Inf: the
+// check of a fast path that multiplies a bf16 operand as it lies, without a
+// copy of its own to check (small_channels_wgrad's dy pairs).
+bool bf16_run_has_nonfinite(const uint16_t* p, int64_t n);
+
 // zero_nonfinite, which implementations call to honour
 // OpArgs::zero_nonfinite on their fp32 copies, lives with the kernels
 // (kernels/any_nonfinite.hpp), which call it too.

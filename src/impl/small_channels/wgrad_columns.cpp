@@ -296,6 +296,15 @@ class WgradKernel final : public OpKernel {
     const int64_t lo = task_begin(task), hi = task_begin(task + 1);
     if (lo >= hi) return seen;
     const bool direct = direct_ && !args.zero_nonfinite;
+    // bf16 dy planes with contiguous pixels are already pairs of neighbours
+    // (little-endian: low half first), so a chunk of whole pairs multiplies
+    // them where they lie, as fp32 reads its planes in place: copied, each
+    // task copied every dy row its tiles read, and with 2 tasks over the
+    // stem's column blocks both copied all of dy (the stem's bf16 weight
+    // gradient took as long as fp32's on 2 threads). An odd chunk still
+    // goes through the copy, for the zero high half after its last pixel,
+    // as does a run that zeroes NaN and Inf.
+    const bool dy_in_place = dy_pairs_as_stored_ && !args.zero_nonfinite;
     const bool check = args.found != nullptr;
     float* const xcol = slot;
     float* const xrows = slot + round_up(chunk_ * nr_, 16);  // im2col's rows before the transpose
@@ -314,6 +323,7 @@ class WgradKernel final : public OpKernel {
     int64_t chunk_id = 0;
     const Strides ys = strides_of(op_.a, op_.geo.spatial);
     const float* const dy = static_cast<const float*>(args.a);
+    const uint16_t* const dy16 = static_cast<const uint16_t*>(args.a);
     int64_t a_off = 0, len = 0, steps = 0;  // pixels of the chunk; kernel steps (pairs: half, rounded up)
     const int64_t b_off = 0;
     MicroArgs ka;
@@ -328,6 +338,7 @@ class WgradKernel final : public OpKernel {
       for (int64_t pix0 = 0; pix0 < pixels_; pix0 += chunk_, first = false, ++chunk_id) {
         len = std::min(chunk_, pixels_ - pix0);
         steps = pairs_ ? (len + 1) / 2 : len;
+        const bool dy_words = dy_in_place && len % 2 == 0;
         int64_t have_unit = -1;
         for (int64_t tl = lo; tl < hi; ++tl) {
           const int64_t kt = tl % kt_, unit = tl / kt_, cb = unit % cbn_, g = unit / cbn_;
@@ -351,7 +362,7 @@ class WgradKernel final : public OpKernel {
             have_unit = unit;
           }
           const int64_t k0 = kt * mr_, kn = std::min<int64_t>(mr_, k_ - k0);
-          if (!direct && stamp[kt] != chunk_id * groups_ + g) {
+          if (!direct && !dy_words && stamp[kt] != chunk_id * groups_ + g) {
             if (dy_pairs_as_stored_) {
               if (copy_pair_rows(static_cast<const uint16_t*>(args.a), n, g, k0, kn, pix0, len, dypair,
                                  args.zero_nonfinite) &&
@@ -371,16 +382,21 @@ class WgradKernel final : public OpKernel {
           // the stem's column blocks, both scanned all 13 MB of dy: 14% of
           // the weight gradient, and no gain from the second thread). The
           // pair rows copied as stored were checked by their copy.
-          if (check && cb == kt % cbn_ && !dy_pairs_as_stored_)
+          const auto dy_plane = [&](int64_t k) { return ys.offset + n * ys.n + (g * k_ + k) * ys.ch; };
+          if (check && cb == kt % cbn_ && (!dy_pairs_as_stored_ || dy_words))
             for (int64_t k = k0; k < k0 + kn; ++k)
-              if (any_nonfinite_(direct ? dy + ys.offset + n * ys.n + (g * k_ + k) * ys.ch + pix0 : dyc + k * chunk_,
-                                 len))
+              if (dy_words ? bf16_run_has_nonfinite(dy16 + dy_plane(k) + pix0, len)
+                           : any_nonfinite_(direct ? dy + dy_plane(k) + pix0 : dyc + k * chunk_, len))
                 seen.a = true;
           // Rows past K repeat the tile's first row; they are never stored.
           for (int64_t i = 0; i < mr_; ++i) {
             const int64_t k = kt * mr_ + (kt * mr_ + i < k_ ? i : 0);
             if (direct) {
-              ka.a[i] = dy + ys.offset + n * ys.n + (g * k_ + k) * ys.ch;
+              ka.a[i] = dy + dy_plane(k);
+            } else if (dy_words) {
+              // Typed float* only to share MicroArgs: the pair kernels
+              // read words with memcpy, so an odd plane start is fine.
+              ka.a[i] = reinterpret_cast<const float*>(dy16 + dy_plane(k) + pix0);
             } else if (pairs_) {
               ka.a[i] = reinterpret_cast<const float*>(dypair + k * pair_steps_);
             } else {
