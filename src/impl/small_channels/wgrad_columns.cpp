@@ -93,6 +93,7 @@ class WgradKernel final : public OpKernel {
     const Checked with_copy_total = with_copy * threads + acc;
     x_copy_ = x_copy_ && with_copy_total.ok() && with_copy_total.value() <= budget_floats;
     if (x_copy_) slot = with_copy;
+    words_copy_ = x_copy_ && pairs_;
     const Checked total = slot * threads + acc;
     if (!total.ok() || total.value() > budget_floats) {
       *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
@@ -144,16 +145,43 @@ class WgradKernel final : public OpKernel {
   // pair_dst (pairs_): the block goes to pair_dst as [pair][nr] instead,
   // each row's neighbouring pixels merged into words first (in dst's
   // space) and those transposed, so no fp32 block is transposed and then
-  // repacked.
+  // repacked. From the bf16 image copy (copy_image_bf16) a column's row of
+  // bf16 values is its row of words as it stands, so it is built there.
   void im2col(const void* x, const Strides& xs, DataType dtype, OperandRounding rounding, bool from_copy, int64_t n,
               int64_t g, int64_t cb, int64_t pix0, int64_t np, float* dst, float* rows, uint32_t* pair_dst,
               bool zero_nonfinite) const {
+    const int64_t steps = (np + 1) / 2;
+    uint32_t* const words = reinterpret_cast<uint32_t*>(dst);  // [nr][steps]
+    if (words_copy_) {
+      auto* const halves = reinterpret_cast<uint16_t*>(words);
+      column_rows(static_cast<const uint16_t*>(x), xs, DataType::bf16, rounding, true, n, g, cb, pix0, np, halves,
+                  2 * steps, false);
+      if (np % 2)
+        for (int64_t j = 0; j < nr_; ++j) halves[j * 2 * steps + np] = 0;  // the last pair's high half
+    } else {
+      column_rows(x, xs, dtype, rounding, from_copy, n, g, cb, pix0, np, rows, chunk_, zero_nonfinite);
+      if (pair_dst == nullptr) {
+        convert_(rows, DataType::f32, OperandRounding::none, 0, chunk_, 1, nr_, np, dst, nr_);
+        return;
+      }
+      for (int64_t j = 0; j < nr_; ++j) pack_row_pairs(rows + j * chunk_, np, 1, words + j * steps);
+    }
+    gemm::transpose_words(convert_, words, steps, nr_, steps, pair_dst, nr_);
+  }
+
+  // im2col's rows: column j of block cb at rows + j * pitch, element type
+  // E that of the source: the image copy's (float or, copy_image_bf16,
+  // bf16 bits), or float from the caller's x read element by element.
+  template <class E>
+  void column_rows(const void* x, const Strides& xs, DataType dtype, OperandRounding rounding, bool from_copy,
+                   int64_t n, int64_t g, int64_t cb, int64_t pix0, int64_t np, E* rows, int64_t pitch,
+                   bool zero_nonfinite) const {
     dispatch(dtype, rounding, [&]<DataType T, OperandRounding R>() {
       for (int64_t j = 0; j < nr_; ++j) {
         const int64_t col = cb * nr_ + j;
-        float* const o = rows + j * chunk_;
+        E* const o = rows + j * pitch;
         if (col >= cols_) {
-          std::fill(o, o + np, 0.0f);
+          std::fill(o, o + np, E{0});
           continue;
         }
         const int64_t c = col / taps_, tap = col % taps_;
@@ -172,38 +200,30 @@ class WgradKernel final : public OpKernel {
           const int64_t o2b = std::min(sp_.y[2], o2a + (pix0 + np - p));
           const int64_t i0 = (row / sp_.y[1]) * sp_.s[0] - sp_.pb[0] + r0 * sp_.d[0];
           const int64_t i1 = (row % sp_.y[1]) * sp_.s[1] - sp_.pb[1] + r1 * sp_.d[1];
-          float* const q = o + (p - pix0) - o2a;  // q[o2]: pixel o2 of this row
+          E* const q = o + (p - pix0) - o2a;  // q[o2]: pixel o2 of this row
           if (i0 < 0 || i0 >= sp_.x[0] || i1 < 0 || i1 >= sp_.x[1]) {
-            std::fill(q + o2a, q + o2b, 0.0f);
+            std::fill(q + o2a, q + o2b, E{0});
           } else {
             const int64_t a = std::clamp(lo2, o2a, o2b), b = std::clamp(hi2, a, o2b);
-            std::fill(q + o2a, q + a, 0.0f);
+            std::fill(q + o2a, q + a, E{0});
             if (from_copy) {
               // Phase f of the row; o2 reads its element o2 + u0 (u0 < 0 in
               // the left padding, where o2 >= a keeps the index in the row;
               // with no pixel inside, a + u0 need not be in it: a fuzz
               // finding, padding of 2^40).
-              const float* const phase =
-                  static_cast<const float*>(x) + (((c * sp_.x[0] + i0) * sp_.x[1] + i1) * copy_row_ + f * u2_);
+              const E* const phase =
+                  static_cast<const E*>(x) + (((c * sp_.x[0] + i0) * sp_.x[1] + i1) * copy_row_ + f * u2_);
               if (b > a) std::copy(phase + (a + u0), phase + (b + u0), q + a);
-            } else {
+            } else if constexpr (std::is_same_v<E, float>) {
               const int64_t src = plane + i0 * xs.sp[0] + i1 * xs.sp[1] + t2 * xs.sp[2];
               for (int64_t o2 = a; o2 < b; ++o2) q[o2] = operand_value<R>(load<T>(x, src + o2 * step), zero_nonfinite);
             }
-            std::fill(q + b, q + o2b, 0.0f);
+            std::fill(q + b, q + o2b, E{0});
           }
           p += o2b - o2a;
         }
       }
     });
-    if (pair_dst == nullptr) {
-      convert_(rows, DataType::f32, OperandRounding::none, 0, chunk_, 1, nr_, np, dst, nr_);
-      return;
-    }
-    const int64_t steps = (np + 1) / 2;
-    uint32_t* const words = reinterpret_cast<uint32_t*>(dst);  // [nr][steps]
-    for (int64_t j = 0; j < nr_; ++j) pack_row_pairs(rows + j * chunk_, np, 1, words + j * steps);
-    gemm::transpose_words(convert_, words, steps, nr_, steps, pair_dst, nr_);
   }
 
   // Group g's channels of image n of x, converted once (operand rounding
@@ -232,6 +252,30 @@ class WgradKernel final : public OpKernel {
           int64_t u = 0;
           for (; f + s2 * u < x2; ++u) phase[u] = in[f + s2 * u];
           std::fill(phase + u, phase + u2_, 0.0f);
+        }
+      }
+  }
+
+  // copy_image for the pair kernels: group g's channels of image n of a
+  // bf16 x, phase-split as there but kept as bf16 bits (NaN and +-Inf
+  // zeroed if asked), so that im2col's runs copy half the bytes and are
+  // rows of words already (widened to fp32 and merged back into words, the
+  // stem's bf16 weight gradient spent a sixth of its time on the way).
+  void copy_image_bf16(const uint16_t* x, int64_t n, int64_t g, uint16_t* dst, bool zero_nonfinite) const {
+    const Strides xs = strides_of(op_.b, op_.geo.spatial);
+    const int64_t s2 = sp_.s[2], x2 = sp_.x[2];
+    for (int64_t c = 0; c < c_; ++c)
+      for (int64_t r = 0; r < sp_.x[0] * sp_.x[1]; ++r) {
+        const uint16_t* const in = x + xs.offset + n * xs.n + (g * c_ + c) * xs.ch + r * x2;
+        uint16_t* const o = dst + (c * sp_.x[0] * sp_.x[1] + r) * copy_row_;
+        for (int64_t f = 0; f < s2; ++f) {
+          uint16_t* const phase = o + f * u2_;
+          int64_t u = 0;
+          for (; f + s2 * u < x2; ++u) {
+            const uint16_t v = in[f + s2 * u];
+            phase[u] = zero_nonfinite && gemm::bf16_nonfinite(v) ? uint16_t{0} : v;
+          }
+          std::fill(phase + u, phase + u2_, uint16_t{0});
         }
       }
   }
@@ -345,8 +389,15 @@ class WgradKernel final : public OpKernel {
           if (unit != have_unit) {
             if (x_copy_) {
               if (image_stamp != n * groups_ + g) {
-                copy_image(args.b, n, g, ximg, ximg_row, args.zero_nonfinite);
-                if (check && any_nonfinite_(ximg, c_ * sp_.x[0] * sp_.x[1] * copy_row_)) seen.b = true;
+                const int64_t image = c_ * sp_.x[0] * sp_.x[1] * copy_row_;
+                if (words_copy_) {
+                  auto* const ximg16 = reinterpret_cast<uint16_t*>(ximg);
+                  copy_image_bf16(static_cast<const uint16_t*>(args.b), n, g, ximg16, args.zero_nonfinite);
+                  if (check && bf16_run_has_nonfinite(ximg16, image)) seen.b = true;
+                } else {
+                  copy_image(args.b, n, g, ximg, ximg_row, args.zero_nonfinite);
+                  if (check && any_nonfinite_(ximg, image)) seen.b = true;
+                }
                 image_stamp = n * groups_ + g;
               }
               im2col(ximg, xs, DataType::f32, OperandRounding::none, true, n, g, cb, pix0, len, xcol, xrows,
@@ -438,6 +489,7 @@ class WgradKernel final : public OpKernel {
   AnyNonfinite any_nonfinite_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0, kt_ = 0, tiles_ = 0, tasks_ = 1;
   bool direct_ = false, x_copy_ = false;
+  bool words_copy_ = false;  // x_copy_ with pairs: the image copy holds bf16 bits (copy_image_bf16)
   bool pairs_ = false;       // bf16 pair kernels (kernels/gemm.hpp)
   bool dy_pairs_as_stored_ = false;  // pairs from dy's own words (copy_pair_rows)
   int64_t pair_steps_ = 0;   // pairs: kernel steps of a full chunk
