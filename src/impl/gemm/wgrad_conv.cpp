@@ -210,11 +210,14 @@ class WgradKernel final : public OpKernel {
   static constexpr int64_t kOnePassSteps = 1600;
 
   // Tasks own whole (group, c-block, tap) units, all k-tiles of each, when
-  // there are enough units, so a task's x panel stays in L1 across k-tiles.
-  // Otherwise they split k-tiles too.
+  // the units divide evenly among them, so a task's x panel stays in L1
+  // across k-tiles. Otherwise they split k-tiles too, into equal shares:
+  // whole units of uneven counts (3x3 64@56: 18 units, tasks of 4, 5, 4 and
+  // 5 on 2 threads) left one thread idle for a tenth of the time, and a unit
+  // split between two tasks streams its x panel once more.
   int64_t task_begin(int64_t t) const {
     const int64_t units = tiles_ / kt_;
-    if (units >= tasks_) return units * t / tasks_ * kt_;
+    if (units % tasks_ == 0) return units * t / tasks_ * kt_;
     return tiles_ * t / tasks_;
   }
 
