@@ -1,5 +1,5 @@
-// The tiers' channels-last converters and NaN/Inf checks against the
-// portable ones (which gemm and nonfinite tests hold to their definitions):
+// The tiers' channels-last converters, NaN/Inf checks and row adds against
+// the portable ones (which gemm and nonfinite tests hold to their definitions):
 // the same bytes for every dtype and operand rounding, on random bit
 // patterns with NaN payloads, infinities and subnormals among them; exact
 // tiles, channel and pixel tails, sub-tiles, both fast layouts (unit pixel or
@@ -208,6 +208,39 @@ TEST(KernelAnyNonfinite, SameAnswerAsPortableAtEveryPositionAndLength) {
                                      << " value 0x" << std::hex << std::bit_cast<uint32_t>(s);
             v[static_cast<size_t>(start + at)] = keep;
           }
+      }
+  }
+}
+
+// The row add (kernels/add_row.hpp): each sum is one IEEE addition, so
+// every tier must give the portable build's bits (a NaN only as a NaN: which
+// operand's payload survives is the compiler's choice of operand order);
+// lengths across the vector tails, unaligned starts, and the elements just
+// before and after the row untouched.
+TEST(KernelAddRow, SameBitsAsPortableWithNothingOutsideWritten) {
+  const std::vector<Isa> tiers = vector_tiers();
+  if (tiers.empty()) GTEST_SKIP() << "no vector tier runs here: only the portable add exists";
+  std::mt19937_64 rng(7);
+  for (Isa isa : tiers) {
+    const AddRow add = kernel_config(isa).add_row;
+    ASSERT_NE(add, nullptr) << tier_name(isa);
+    for (int64_t start : {1, 2, 5})
+      for (int64_t n = 0; n <= 70; ++n) {
+        const size_t len = static_cast<size_t>(start + n + 1);
+        std::vector<unsigned char> a_bytes = source(DataType::f32, len, rng), b_bytes = source(DataType::f32, len, rng);
+        std::vector<float> a(len), b(len);
+        std::memcpy(a.data(), a_bytes.data(), len * 4);
+        std::memcpy(b.data(), b_bytes.data(), len * 4);
+        std::vector<float> want = a, got = a;
+        scalar::add_row(want.data() + start, b.data() + start, n);
+        add(got.data() + start, b.data() + start, n);
+        for (size_t i = 0; i < len; ++i) {
+          const bool inside = static_cast<int64_t>(i) >= start && static_cast<int64_t>(i) < start + n;
+          if (inside && std::isnan(want[i]) && std::isnan(got[i])) continue;
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(inside ? want[i] : a[i]))
+              << tier_name(isa) << " n " << n << " start " << start << " element " << i
+              << (inside ? "" : " (outside the row)");
+        }
       }
   }
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/add_row.hpp"
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/store_row.hpp"
@@ -74,6 +75,8 @@ struct KernelConfig {
   Bf16PairsChannelsLast bf16_pairs_channels_last = nullptr;
   // The planar store of a channels-last output tile (kernels/store_row.hpp).
   StoreColumns store_columns = nullptr;
+  // dst += src along a row (kernels/add_row.hpp).
+  AddRow add_row = nullptr;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

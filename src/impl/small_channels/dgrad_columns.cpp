@@ -64,6 +64,7 @@ class DgradKernel final : public OpKernel {
     nr_ = family.nr;
     convert_ = cfg.to_channels_last;
     store_row_ = cfg.store_row;
+    add_row_ = cfg.add_row;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -352,9 +353,7 @@ class DgradKernel final : public OpKernel {
               if (lo >= hi) continue;
               // Offsets start at lo, so no pointer is formed before arow.
               float* const d = arow + (tp.dst + lo);
-              const float* const s = tb + (col0 + r2) * band_pitch_ + (toff + lo);
-              const int64_t len = hi - lo;
-              for (int64_t u = 0; u < len; ++u) d[u] += s[u];
+              add_row_(d, tb + (col0 + r2) * band_pitch_ + (toff + lo), hi - lo);
             }
           }
         }
@@ -391,6 +390,7 @@ class DgradKernel final : public OpKernel {
   int64_t mr_ = 0, nr_ = 0;  // the kernel\'s tile: rows, and columns per block (kernel config)
   ToChannelsLast convert_ = nullptr;
   StoreRow store_row_ = nullptr;
+  AddRow add_row_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0;
   int64_t pixels_ = 0, band_ = 0, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
   int64_t kc_ = 0, tacc_floats_ = 0, pack_floats_ = 0, slot_floats_ = 0;

@@ -1,0 +1,9 @@
+// The AVX2 build of the row add (see kernels/add_row.hpp).
+#include "kernels/tier_kernels.hpp"
+#include "kernels/add_row.hpp"
+
+namespace convbwd::detail {
+
+void avx2::add_row(float* dst, const float* src, int64_t n) { add_row_body(dst, src, n); }
+
+}  // namespace convbwd::detail
