@@ -5,13 +5,17 @@
 //   dx[c, i]    = sum over taps r with o*s - pad + r*d = i of T[o, (c, r)]
 //
 // The GEMM runs the tier's "strided" microkernel (mr x nr from the kernel
-// config: 8x32 on AVX-512, 6x16 on AVX2): mr consecutive output pixels
-// against an nr-column block of packed weights, reduced over K. Its A
-// operand is a band of dy copied (converted, operand-rounded) into a blocked
-// [mr-pixel tile][k][mr] layout, so each reduction step reads mr contiguous
-// floats. Reading NCHW dy in place instead touched one new cache line per
-// step (one per channel), 512 lines per tile for wav2vec2's K = 512, and ran
-// at a third of PyTorch's speed there.
+// config: 8x32 on AVX-512, 6x16 on AVX2) on T's transpose: mr columns
+// (c, tap) of the packed weights ([k][column], the A operand, mr words
+// broadcast per step) against nr consecutive output pixels of a band of dy
+// copied (converted, operand-rounded) into planar rows [k][pixel] (the B
+// operand), reduced over K. A tile is then mr rows of T's [column][pixel]
+// layout as they stand, which the gather below reads (with pixels on the
+// tile's rows, each tile went through a register transpose into T: 18% of
+// the stem's bf16 data gradient). Reading NCHW dy in place instead of the
+// band copy touched one new cache line per step (one per channel), 512 lines
+// per tile for wav2vec2's K = 512, and ran at a third of PyTorch's speed
+// there.
 //
 // One task owns one (image, group) and walks its output pixels in bands: the
 // band's dy copy and T stay in L2, and T's entries are added into an fp32
@@ -21,8 +25,8 @@
 // depend on the thread count, and nothing is scattered across threads.
 //
 // bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) run
-// them: the weights pack as pairs of neighbouring k ([k/2][nr], bit for bit)
-// and the band copy as pairs of neighbouring channels ([tile][k/2][mr]:
+// them: the weights pack as pairs of neighbouring k ([k/2][column], bit for
+// bit) and the band copy as pairs of neighbouring channels ([k/2][pixel]:
 // bit for bit from planar dy, else repacked from the fp32 copy), so a
 // reduction step multiplies a pair; an odd K chunk ends in a pair padded
 // with zero on both operands. A pair copy holds twice the channels of an
@@ -39,8 +43,8 @@ namespace convbwd::detail::small_channels {
 namespace {
 
 // Output pixels per band: as many as keep T of a band within 256 KiB, in
-// whole mr-pixel tiles (so the blocked copy fills exactly a band): 408 for
-// the stem's 160 columns, a whole 3199-pixel image for wav2vec2's 16.
+// whole nr-pixel tiles: 416 for the stem's 152 (147 rounded up to whole
+// 8-column tiles), a whole 3199-pixel image for wav2vec2's 16.
 // The reduction over K runs in chunks whose dy copy is at most 256 KiB (all
 // 64 channels of the stem; 20 of wav2vec2's 512), so each channel is read in
 // runs as long as the band. Short runs per channel (a band of 60 pixels over
@@ -49,7 +53,6 @@ namespace {
 constexpr int64_t kTFloats = 65536;
 constexpr int64_t kCopyFloats = 65536;
 constexpr int64_t kMaxChunkChannels = 64;
-constexpr int64_t kAheadPixels = 128;  // how far ahead the band copy prefetches each channel
 
 class DgradKernel final : public OpKernel {
  public:
@@ -71,9 +74,9 @@ class DgradKernel final : public OpKernel {
     c_ = g.c;
     taps_ = sp_.taps();
     cols_ = c_ * taps_;
-    cbn_ = ceil_div(cols_, nr_);
+    cols_pad_ = round_up(cols_, mr_);
     pixels_ = sp_.y_pixels();
-    band_ = std::min(round_up(pixels_, mr_), std::max<int64_t>(mr_, kTFloats / (cbn_ * nr_) / mr_ * mr_));
+    band_ = std::min(round_up(pixels_, nr_), std::max<int64_t>(nr_, kTFloats / cols_pad_ / nr_ * nr_));
     band_pitch_ = band_;
     const int64_t per_float = pairs_ ? 2 : 1;  // channels per 32-bit slot of the band copy
     kc_ = std::min({k_, kMaxChunkChannels * per_float, std::max<int64_t>(8, kCopyFloats * per_float / band_)});
@@ -100,8 +103,8 @@ class DgradKernel final : public OpKernel {
     // Sizes in checked arithmetic: hostile channel counts overflow them (a
     // fuzz finding: 2.2e17 output channels).
     const Checked acc = Checked(c_) * sp_.x[0] * sp_.x[1] * acc_row_;
-    const Checked pack = (Checked(groups_) * cbn_ * k_steps_ * nr_).rounded_up(16);
-    const Checked t_floats = (Checked(cbn_) * nr_ * band_pitch_).rounded_up(16);
+    const Checked pack = (Checked(groups_) * k_steps_ * cols_pad_).rounded_up(16);
+    const Checked t_floats = (Checked(cols_pad_) * band_pitch_).rounded_up(16);
     // Pairs: the band's pair copy follows its fp32 copy.
     const Checked a_floats = (Checked(band_fp32_ ? kc_ : 0) * band_pitch_).rounded_up(16) +
                              (Checked(pairs_ ? (kc_ + 1) / 2 : 0) * band_pitch_).rounded_up(16);
@@ -132,10 +135,8 @@ class DgradKernel final : public OpKernel {
 
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const pack = reinterpret_cast<float*>(args.workspace);
-    pool.parallel_for(groups_ * cbn_, threads_,
-                      [&](int64_t t, int) {
-                        pack_block(args.b, t / cbn_, t % cbn_, pack + t * k_steps_ * nr_);
-                      });
+    pool.parallel_for(groups_, threads_,
+                      [&](int64_t g, int) { pack_group(args.b, g, pack + g * k_steps_ * cols_pad_); });
     pool.parallel_for(n_ * groups_, threads_, [&](int64_t t, int thread) {
       image(args, pack, t / groups_, t % groups_, pack + pack_floats_ + thread * slot_floats_);
     });
@@ -146,138 +147,98 @@ class DgradKernel final : public OpKernel {
     int64_t dst = 0, lo = 0, hi = 0;
   };
 
-  // w[g, k, col] for the nr columns of block cb: [k][nr], zero past the
-  // last column, operand-rounded; pairs: [k/2][nr] bf16 pairs, bit for bit,
-  // zero past an odd K.
-  void pack_block(const void* w, int64_t g, int64_t cb, float* dst) const {
+  // w[g, k, col] of group g: [k][cols_pad_], zero past the last column,
+  // operand-rounded; pairs: [k/2][cols_pad_] bf16 pairs, bit for bit, zero
+  // past an odd K.
+  void pack_group(const void* w, int64_t g, float* dst) const {
     const Strides ws = strides_of(op_.b, op_.geo.spatial);
+    const auto base_of = [&](int64_t col) {
+      const int64_t c = col / taps_, tap = col % taps_;
+      const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
+      return ws.offset + c * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] + r2 * ws.sp[2] + g * k_ * ws.n;
+    };
     if (pairs_) {
       uint16_t* const d = reinterpret_cast<uint16_t*>(dst);
-      std::memset(d, 0, static_cast<size_t>(k_steps_ * nr_) * sizeof(uint32_t));
-      for (int64_t j = 0; j < nr_ && cb * nr_ + j < cols_; ++j) {
-        const int64_t col = cb * nr_ + j, c = col / taps_, tap = col % taps_;
-        const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
-        const int64_t base = ws.offset + c * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] + r2 * ws.sp[2];
+      std::memset(d, 0, static_cast<size_t>(k_steps_ * cols_pad_) * sizeof(uint32_t));
+      for (int64_t col = 0; col < cols_; ++col) {
+        const int64_t base = base_of(col);
         for (int64_t k = 0; k < k_; ++k)
-          d[(k / 2 * nr_ + j) * 2 + k % 2] = static_cast<const uint16_t*>(w)[base + (g * k_ + k) * ws.n];
+          d[(k / 2 * cols_pad_ + col) * 2 + k % 2] = static_cast<const uint16_t*>(w)[base + k * ws.n];
       }
       return;
     }
     dispatch(op_.b.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
-      for (int64_t j = 0; j < nr_; ++j) {
-        const int64_t col = cb * nr_ + j;
+      for (int64_t col = 0; col < cols_pad_; ++col) {
         if (col >= cols_) {
-          for (int64_t k = 0; k < k_; ++k) dst[k * nr_ + j] = 0.0f;
+          for (int64_t k = 0; k < k_; ++k) dst[k * cols_pad_ + col] = 0.0f;
           continue;
         }
-        const int64_t c = col / taps_, tap = col % taps_;
-        const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
-        const int64_t base = ws.offset + c * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] + r2 * ws.sp[2];
-        for (int64_t k = 0; k < k_; ++k)
-          dst[k * nr_ + j] = round_operand<R>(load<T>(w, base + (g * k_ + k) * ws.n));
+        const int64_t base = base_of(col);
+        for (int64_t k = 0; k < k_; ++k) dst[k * cols_pad_ + col] = round_operand<R>(load<T>(w, base + k * ws.n));
       }
     });
   }
 
   // Converts dy channels [k0, k0 + kn), pixels [p0, p0 + np) of (n, g) into
-  // the blocked fp32 copy [tile][kn][mr], zero past the band's last pixel.
+  // the planar fp32 copy [kn][band_pitch_], zero from the band's last pixel
+  // to the end of its last nr-pixel tile: the kernel reads whole tiles (the
+  // T entries past the band that those zeros make are never read; zero keeps
+  // every value the kernel reads initialized).
   void copy_band(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t p0, int64_t np,
                  float* dst) const {
     const Strides s = strides_of(op_.a, op_.geo.spatial);
-    const int64_t tiles = ceil_div(np, mr_);
-    const bool flat = spatial_flat(op_.a);
-    dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
-      if (flat) {
-        // Tile by tile, so the copy's stores are sequential: k-outer order
-        // stored 24 bytes per line across the whole copy per channel, and
-        // every store missed L1.
-        using E = typename Elem<T>::type;
-        const int64_t base = s.offset + n * s.n + (g * k_ + k0) * s.ch + p0;
-        for (int64_t t = 0; t < tiles; ++t) {
-          float* const w = dst + t * kn * mr_;
-          const int64_t q0 = t * mr_, m = std::min<int64_t>(mr_, np - q0);
-          if constexpr (T == DataType::f16) {
-            // fp16 through the ISA's converter (F16C): decoded one element
-            // at a time, fp16 was 1.45x slower than fp32 on the k10 mono
-            // front end. fp32 and bf16 stay below: their loads are a move
-            // or a shift, and the converter's masked 6-wide rows cost more.
-            if (q0 + kAheadPixels < np)
-              for (int64_t k = 0; k < kn; ++k)
-                __builtin_prefetch(static_cast<const E*>(dy) + (base + k * s.ch + q0 + kAheadPixels));
-            convert_(dy, T, R, base + q0, 1, s.ch, m, kn, w, mr_);
-            if (m < mr_)
-              for (int64_t k = 0; k < kn; ++k) std::fill(w + k * mr_ + m, w + (k + 1) * mr_, 0.0f);
-            continue;
-          }
-          for (int64_t k = 0; k < kn; ++k) {
-            const int64_t src = base + k * s.ch + q0;
-            // kn streams advance together; ask for each one 128 pixels ahead
-            // at every tile (every 4th tile skipped lines: 5.5 vs 7 ms CPU on
-            // wav2vec2; 64 and 384 pixels ahead measured alike or worse).
-            if (q0 + kAheadPixels < np)
-              __builtin_prefetch(static_cast<const E*>(dy) + (src + kAheadPixels));
-            for (int64_t i = 0; i < m; ++i) w[k * mr_ + i] = round_operand<R>(load<T>(dy, src + i));
-            for (int64_t i = m; i < mr_; ++i) w[k * mr_ + i] = 0.0f;
-          }
-        }
-        return;
+    const int64_t padded = round_up(np, nr_);
+    if (spatial_flat(op_.a)) {
+      // A channel's pixels are one run: a row of np "channels" of one pixel
+      // for the ISA's converter (see ToChannelsLast).
+      const int64_t base = s.offset + n * s.n + (g * k_ + k0) * s.ch + p0;
+      for (int64_t k = 0; k < kn; ++k) {
+        float* const o = dst + k * band_pitch_;
+        convert_(dy, op_.a.dtype, op_.rounding, base + k * s.ch, 1, 0, np, 1, o, 0);
+        std::fill(o + np, o + padded, 0.0f);
       }
+      return;
+    }
+    dispatch(op_.a.dtype, op_.rounding, [&]<DataType T, OperandRounding R>() {
       for (int64_t k = 0; k < kn; ++k) {
         const int64_t plane = s.offset + n * s.n + (g * k_ + k0 + k) * s.ch;
-        float* const o = dst + k * mr_;
-        // Pixel q of the band goes to tile q / 6, lane q % 6: walk both
-        // without a division per element.
-        float* w = o;
-        int64_t lane = 0;
+        float* o = dst + k * band_pitch_;
         for (int64_t p = p0; p < p0 + np;) {
           const int64_t row = p / sp_.y[2], a = p % sp_.y[2], b = std::min(sp_.y[2], a + (p0 + np - p));
           int64_t src = plane + (row / sp_.y[1]) * s.sp[0] + (row % sp_.y[1]) * s.sp[1] + a * s.sp[2];
-          for (int64_t q = a; q < b; ++q, src += s.sp[2]) {
-            w[lane] = round_operand<R>(load<T>(dy, src));
-            if (++lane == mr_) lane = 0, w += kn * mr_;
-          }
+          for (int64_t q = a; q < b; ++q, src += s.sp[2]) *o++ = round_operand<R>(load<T>(dy, src));
           p += b - a;
         }
-        for (int64_t q = np; q < tiles * mr_; ++q) {
-          w[lane] = 0.0f;
-          if (++lane == mr_) lane = 0, w += kn * mr_;
-        }
+        std::fill(o, o + (padded - np), 0.0f);
       }
     });
   }
 
-  // The same channels as bf16 pairs of neighbouring channels, [tile][kn/2][mr]
-  // (zero past an odd kn and past the band's last pixel): planar dy bit for
-  // bit, tile by tile; other layouts through the fp32 copy (`scratch`).
+  // The same channels as bf16 pairs of neighbouring channels, [kn/2][band_pitch_]
+  // (zero past an odd kn, and as copy_band past the band's last pixel):
+  // planar dy bit for bit, channel pair by pair; other layouts through the
+  // fp32 copy (`scratch`).
   void copy_band_pairs(const void* dy, int64_t n, int64_t g, int64_t k0, int64_t kn, int64_t p0, int64_t np,
                        float* scratch, uint32_t* dst) const {
-    const int64_t tiles = ceil_div(np, mr_), steps = (kn + 1) / 2;
+    const int64_t steps = (kn + 1) / 2, padded = round_up(np, nr_);
     if (band_fp32_) {
       copy_band(dy, n, g, k0, kn, p0, np, scratch);
-      for (int64_t t = 0; t < tiles; ++t) pack_row_pairs(scratch + t * kn * mr_, kn, mr_, dst + t * steps * mr_);
+      pack_row_pairs(scratch, kn, band_pitch_, dst);
       return;
     }
     const Strides s = strides_of(op_.a, op_.geo.spatial);
     const uint16_t* const src = static_cast<const uint16_t*>(dy) + (s.offset + n * s.n + (g * k_ + k0) * s.ch + p0);
-    for (int64_t t = 0; t < tiles; ++t) {
-      uint32_t* const w = dst + t * steps * mr_;
-      const int64_t q0 = t * mr_, m = std::min<int64_t>(mr_, np - q0);
-      for (int64_t kk = 0; kk < steps; ++kk) {
-        const uint16_t* const even = src + 2 * kk * s.ch + q0;
-        if (q0 + kAheadPixels < np) {
-          __builtin_prefetch(even + kAheadPixels);
-          if (2 * kk + 1 < kn) __builtin_prefetch(even + s.ch + kAheadPixels);
-        }
-        uint32_t* const o = w + kk * mr_;
-        gemm::interleave_pair_rows(even, 2 * kk + 1 < kn ? even + s.ch : nullptr, m, o);
-        for (int64_t i = m; i < mr_; ++i) o[i] = 0;
-      }
+    for (int64_t kk = 0; kk < steps; ++kk) {
+      const uint16_t* const even = src + 2 * kk * s.ch;
+      uint32_t* const o = dst + kk * band_pitch_;
+      gemm::interleave_pair_rows(even, 2 * kk + 1 < kn ? even + s.ch : nullptr, np, o);
+      std::fill(o + np, o + padded, 0u);
     }
   }
 
   void image(const OpArgs& args, const float* pack, int64_t n, int64_t g, float* slot) const {
     float* const tb = slot;  // T band: [cols_pad][band_pitch_]
-    float* const ab = tb + round_up(cbn_ * nr_ * band_pitch_, 16);
+    float* const ab = tb + round_up(cols_pad_ * band_pitch_, 16);
     uint32_t* const abp = reinterpret_cast<uint32_t*>(ab + round_up(band_fp32_ ? kc_ * band_pitch_ : 0, 16));
     float* const acc = reinterpret_cast<float*>(abp) + round_up((pairs_ ? (kc_ + 1) / 2 : 0) * band_pitch_, 16);
     float* const tile = acc + round_up(acc_floats_, 16);
@@ -291,8 +252,8 @@ class DgradKernel final : public OpKernel {
     ka.b_off = &zero;
     ka.len = &steps;
     ka.runs = 1;
-    ka.as = mr_;
-    ka.bs = nr_;
+    ka.as = cols_pad_;
+    ka.bs = band_pitch_;
     ka.acc = tile;
     for (int64_t p0 = 0; p0 < pixels_; p0 += band_) {
       const int64_t np = std::min(band_, pixels_ - p0);
@@ -308,20 +269,18 @@ class DgradKernel final : public OpKernel {
           copy_band(args.a, n, g, k0, kn, p0, np, ab);
         const float* const band = pairs_ ? reinterpret_cast<const float*>(abp) : ab;
         ka.accumulate = k0 > 0;
-        for (int64_t cb = 0; cb < cbn_; ++cb) {
-          ka.b = pack + ((g * cbn_ + cb) * k_steps_ + (pairs_ ? k0 / 2 : k0)) * nr_;
-          float* const tcb = tb + cb * nr_ * band_pitch_;
-          for (int64_t pt = 0; pt < np; pt += mr_) {
-            ka.a[0] = band + pt * steps;
-            ka.acc = tacc_floats_ > 0 ? tacc + (cb * band_pitch_ + pt) * nr_ : tile;
+        const int64_t px_tiles = band_pitch_ / nr_;
+        for (int64_t ct = 0; ct < cols_pad_ / mr_; ++ct) {
+          ka.a[0] = pack + (g * k_steps_ + (pairs_ ? k0 / 2 : k0)) * cols_pad_ + ct * mr_;
+          for (int64_t pt = 0; pt < np; pt += nr_) {
+            ka.b = band + pt;
+            ka.acc = tacc_floats_ > 0 ? tacc + (ct * px_tiles + pt / nr_) * mr_ * nr_ : tile;
             kern_(ka);
             if (!last) continue;
-            // The tile transposed into T's columns by the channels-last
-            // converter's register transpose (the tile's pixels as its
-            // channels): element by element, this was a third of the GEMM's
-            // time on the stem.
-            const int64_t rows = std::min<int64_t>(mr_, np - pt);
-            convert_(ka.acc, DataType::f32, OperandRounding::none, 0, nr_, 1, rows, nr_, tcb + pt, band_pitch_);
+            // The tile's rows are T's columns ct * mr_ + i at pixels pt..
+            const size_t bytes = static_cast<size_t>(std::min<int64_t>(nr_, np - pt)) * sizeof(float);
+            for (int64_t i = 0; i < mr_ && ct * mr_ + i < cols_; ++i)
+              std::memcpy(tb + (ct * mr_ + i) * band_pitch_ + pt, ka.acc + i * nr_, bytes);
           }
         }
       }
@@ -391,7 +350,8 @@ class DgradKernel final : public OpKernel {
   ToChannelsLast convert_ = nullptr;
   StoreRow store_row_ = nullptr;
   AddRow add_row_ = nullptr;
-  int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0;
+  int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0;
+  int64_t cols_pad_ = 0;  // columns rounded up to whole mr-row tiles: the packed weights' and T's rows
   int64_t pixels_ = 0, band_ = 0, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;
   int64_t kc_ = 0, tacc_floats_ = 0, pack_floats_ = 0, slot_floats_ = 0;
   bool pairs_ = false;   // bf16 pair kernels (kernels/gemm.hpp)
