@@ -19,11 +19,13 @@
 // not depend on the thread count or on which task owns a tile.
 //
 // bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) run
-// them: both fp32 copies (im2col block and dy rows, exact widenings of bf16,
-// NaN/Inf checked and zeroed there) are repacked as pairs of neighbouring
-// pixels, so each kernel step multiplies a pair and a chunk is half as many
-// steps; an odd chunk (the last of an odd image) ends in a pair padded with
-// zero on both operands.
+// them: both operands as pairs of neighbouring pixels, so each kernel step
+// multiplies a pair and a chunk is half as many steps; an odd chunk (the
+// last of an odd image) ends in a pair padded with zero on both operands.
+// The im2col block is made from a bf16 image copy (copy_image_bf16) whose
+// rows are pair words already, or else repacked from the fp32 one; planar
+// dy is read in place, its words being the pairs (an odd chunk, or a run
+// that zeroes NaN and Inf, copies them).
 #include <cstring>
 #include <memory>
 
