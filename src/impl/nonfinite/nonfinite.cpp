@@ -100,14 +100,6 @@ bool run_has_nonfinite(const void* base, DataType dt, int64_t start, int64_t str
   return false;
 }
 
-}  // namespace
-
-bool bf16_run_has_nonfinite(const uint16_t* p, int64_t n) {
-  return contiguous_has_all_ones_exponent(p, n, uint16_t{0x7f80u}, uint16_t{0x0080u});
-}
-
-namespace {
-
 // Element index of (d0, d1, spatial) in a view of rank 2 + spatial.
 struct Indexer {
   const View* v;
@@ -152,6 +144,10 @@ void for_each_index(const std::array<int64_t, 3>& size, F&& f) {
 enum class Role { x, y, w };
 
 }  // namespace
+
+bool bf16_run_has_nonfinite(const uint16_t* p, int64_t n) {
+  return contiguous_has_all_ones_exponent(p, n, uint16_t{0x7f80u}, uint16_t{0x0080u});
+}
 
 bool has_nonfinite(const void* base, const View& v, OperandRounding rounding, ThreadPool* pool, int threads) {
   if (v.empty()) return false;

@@ -95,7 +95,6 @@ class WgradKernel final : public OpKernel {
     const Checked with_copy_total = with_copy * threads + acc;
     x_copy_ = x_copy_ && with_copy_total.ok() && with_copy_total.value() <= budget_floats;
     if (x_copy_) slot = with_copy;
-    words_copy_ = x_copy_ && pairs_;
     const Checked total = slot * threads + acc;
     if (!total.ok() || total.value() > budget_floats) {
       *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
@@ -126,6 +125,9 @@ class WgradKernel final : public OpKernel {
   NonfiniteMode nonfinite_mode() const override { return NonfiniteMode::report; }
 
  private:
+  // With pairs, the image copy holds bf16 bits (copy_image_bf16).
+  bool words_copy() const { return x_copy_ && pairs_; }
+
   // Tasks own whole (group, column block) units when there are enough of
   // them, so no two tasks build the same im2col block; otherwise they split
   // the k-tiles of a unit.
@@ -154,7 +156,7 @@ class WgradKernel final : public OpKernel {
               bool zero_nonfinite) const {
     const int64_t steps = (np + 1) / 2;
     uint32_t* const words = reinterpret_cast<uint32_t*>(dst);  // [nr][steps]
-    if (words_copy_) {
+    if (words_copy()) {
       auto* const halves = reinterpret_cast<uint16_t*>(words);
       column_rows(static_cast<const uint16_t*>(x), xs, DataType::bf16, rounding, true, n, g, cb, pix0, np, halves,
                   2 * steps, false);
@@ -248,14 +250,22 @@ class WgradKernel final : public OpKernel {
         convert_(x, op_.b.dtype, op_.rounding, xs.offset + n * xs.n + (g * c_ + c) * xs.ch + r * x2, 1, 0, x2, 1, in,
                  0);
         if (zero_nonfinite) detail::zero_nonfinite(in, x2);
-        if (s2 == 1) continue;
-        for (int64_t f = 0; f < s2; ++f) {
-          float* const phase = o + f * u2_;
-          int64_t u = 0;
-          for (; f + s2 * u < x2; ++u) phase[u] = in[f + s2 * u];
-          std::fill(phase + u, phase + u2_, 0.0f);
-        }
+        if (s2 > 1) split_phases(in, o, [](float v) { return v; });
       }
+  }
+
+  // Row `in` (x's last dim) into the image copy's row o, split by phase:
+  // element i2, as `value` gives it, at (i2 % s2) * u2_ + i2 / s2; zero in
+  // each phase's tail.
+  template <class E, class Value>
+  void split_phases(const E* in, E* o, Value value) const {
+    const int64_t s2 = sp_.s[2], x2 = sp_.x[2];
+    for (int64_t f = 0; f < s2; ++f) {
+      E* const phase = o + f * u2_;
+      int64_t u = 0;
+      for (; f + s2 * u < x2; ++u) phase[u] = value(in[f + s2 * u]);
+      std::fill(phase + u, phase + u2_, E{0});
+    }
   }
 
   // copy_image for the pair kernels: group g's channels of image n of a
@@ -265,21 +275,13 @@ class WgradKernel final : public OpKernel {
   // stem's bf16 weight gradient spent a sixth of its time on the way).
   void copy_image_bf16(const uint16_t* x, int64_t n, int64_t g, uint16_t* dst, bool zero_nonfinite) const {
     const Strides xs = strides_of(op_.b, op_.geo.spatial);
-    const int64_t s2 = sp_.s[2], x2 = sp_.x[2];
+    const auto value = [zero_nonfinite](uint16_t v) {
+      return zero_nonfinite && gemm::bf16_nonfinite(v) ? uint16_t{0} : v;
+    };
     for (int64_t c = 0; c < c_; ++c)
-      for (int64_t r = 0; r < sp_.x[0] * sp_.x[1]; ++r) {
-        const uint16_t* const in = x + xs.offset + n * xs.n + (g * c_ + c) * xs.ch + r * x2;
-        uint16_t* const o = dst + (c * sp_.x[0] * sp_.x[1] + r) * copy_row_;
-        for (int64_t f = 0; f < s2; ++f) {
-          uint16_t* const phase = o + f * u2_;
-          int64_t u = 0;
-          for (; f + s2 * u < x2; ++u) {
-            const uint16_t v = in[f + s2 * u];
-            phase[u] = zero_nonfinite && gemm::bf16_nonfinite(v) ? uint16_t{0} : v;
-          }
-          std::fill(phase + u, phase + u2_, uint16_t{0});
-        }
-      }
+      for (int64_t r = 0; r < sp_.x[0] * sp_.x[1]; ++r)
+        split_phases(x + xs.offset + n * xs.n + (g * c_ + c) * xs.ch + r * sp_.x[2],
+                     dst + (c * sp_.x[0] * sp_.x[1] + r) * copy_row_, value);
   }
 
   // dy channels [k0, k0 + kn) of image n, group g, pixels [pix0, pix0 + np)
@@ -392,7 +394,7 @@ class WgradKernel final : public OpKernel {
             if (x_copy_) {
               if (image_stamp != n * groups_ + g) {
                 const int64_t image = c_ * sp_.x[0] * sp_.x[1] * copy_row_;
-                if (words_copy_) {
+                if (words_copy()) {
                   auto* const ximg16 = reinterpret_cast<uint16_t*>(ximg);
                   copy_image_bf16(static_cast<const uint16_t*>(args.b), n, g, ximg16, args.zero_nonfinite);
                   if (check && bf16_run_has_nonfinite(ximg16, image)) seen.b = true;
@@ -491,7 +493,6 @@ class WgradKernel final : public OpKernel {
   AnyNonfinite any_nonfinite_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0, cbn_ = 0, kt_ = 0, tiles_ = 0, tasks_ = 1;
   bool direct_ = false, x_copy_ = false;
-  bool words_copy_ = false;  // x_copy_ with pairs: the image copy holds bf16 bits (copy_image_bf16)
   bool pairs_ = false;       // bf16 pair kernels (kernels/gemm.hpp)
   bool dy_pairs_as_stored_ = false;  // pairs from dy's own words (copy_pair_rows)
   int64_t pair_steps_ = 0;   // pairs: kernel steps of a full chunk
