@@ -8,9 +8,10 @@ whose backward runs through convbwd.
 cube_math_type is CANN's cubeMathType: with float32 layers, 1 and 3 round the
 operands of every product to HF32 and 2 to float16, in the forward (done here,
 before torch's convolution) and in the backward (done by convbwd), so a CPU
-run computes as the NPU would. float16 layers (and bfloat16 transposed ones),
-which torch's CPU convolutions cannot run, compute their forward in float32
-and round the result once. float64 is not computed by convbwd.
+run computes as the NPU would. float16 and bfloat16 layers compute their
+forward in float32 and round the result once, as the NPU accumulates (torch's
+CPU convolutions have no float16 kernels, and on CPUs without oneDNN's
+bfloat16 kernels theirs sum in bfloat16). float64 is not computed by convbwd.
 """
 
 import torch
@@ -46,10 +47,12 @@ def _torch_forward(input, weight, bias, stride, before, after, dilation, transpo
     x = round_operand(input, cube_math_type)
     w = round_operand(weight, cube_math_type)
     dtype = x.dtype
-    # torch's CPU convolutions have no float16 kernels, and its bfloat16
-    # transposed one rejects valid shapes (torch 1.13): those run in float32,
-    # rounded once at the end, as the NPU accumulates.
-    if dtype == torch.float16 or (dtype == torch.bfloat16 and transposed):
+    # torch's CPU convolutions have no float16 kernels; its bfloat16 transposed
+    # one rejects valid shapes (torch 1.13); and where oneDNN has no bfloat16
+    # kernel (an AVX2-only CPU), its bfloat16 convolution sums in bfloat16,
+    # 178 times the float32-sum bound on a Zen 2. So both 16-bit types run in
+    # float32, rounded once at the end, as the NPU accumulates.
+    if dtype in (torch.float16, torch.bfloat16):
         x, w = x.float(), w.float()
         bias = None if bias is None else bias.float()
     if before == after:
