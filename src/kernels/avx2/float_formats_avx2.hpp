@@ -1,5 +1,6 @@
 // Eight-lane versions of numeric/float_formats.hpp for the AVX2 kernels,
-// with the same bits: bf16/fp16 decode, bf16/fp16 encode (round to nearest
+// with the same bits (but for an fp16 signaling NaN, which the decode
+// quiets): bf16/fp16 decode, bf16/fp16 encode (round to nearest
 // even, overflow to Inf, subnormals kept, NaN quieted keeping the top
 // payload bits), the HF32 and fp16 operand roundings, and whole and partial
 // loads and stores. One copy, shared by the channels-last converter, the row
@@ -16,16 +17,13 @@
 
 namespace convbwd::detail::avx2 {
 
-// F16C quiets a signaling NaN (sets fp32 bit 22); f16_to_float keeps the
-// payload as it is, so a NaN lane takes bit 22 from the input's bit 9.
-inline __m256 f16x8_to_float(__m128i h) {
-  const __m256 v = _mm256_cvtph_ps(h);
-  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-  const __m256i quiet_in = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 13);
-  const __m256 clear = _mm256_and_ps(
-      nan, _mm256_castsi256_ps(_mm256_andnot_si256(quiet_in, _mm256_set1_epi32(0x00400000))));
-  return _mm256_andnot_ps(clear, v);
-}
+// F16C's decode. Unlike f16_to_float it quiets a signaling NaN (sets fp32
+// bit 22), which changes no result: every widened value feeds arithmetic, and
+// x86 arithmetic returns its first NaN operand quieted, whichever kind it
+// was. Keeping the payload as it is cost 6 more instructions per 8 values,
+// which made the fp16 gradBias sum 1.7x slower on a Zen 2 (bench/RESULTS.md,
+// session 19).
+inline __m256 f16x8_to_float(__m128i h) { return _mm256_cvtph_ps(h); }
 
 inline __m256 bf16x8_to_float(__m128i h) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -59,8 +57,8 @@ inline __m256 round_to_hf32x8(__m256 v) {
   return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
 }
 
-// round_to_fp16 through F16C (the encoded NaNs are quiet, so the plain
-// decode gives f16_to_float's bits).
+// round_to_fp16 through F16C (the encoded NaNs are quiet, so the decode
+// gives f16_to_float's bits).
 inline __m256 round_to_fp16x8(__m256 v) { return _mm256_cvtph_ps(float_to_f16x8(v)); }
 
 template <OperandRounding R>

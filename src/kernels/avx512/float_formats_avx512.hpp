@@ -1,5 +1,6 @@
 // Sixteen-lane versions of numeric/float_formats.hpp for the AVX-512
-// kernels, with the same bits: bf16/fp16 decode and encode (round to
+// kernels, with the same bits (but for an fp16 signaling NaN, which the
+// decode quiets): bf16/fp16 decode and encode (round to
 // nearest even, overflow to Inf, subnormals kept, NaN quieted keeping the
 // top payload bits), the HF32 and fp16 operand roundings, partial loads and
 // stores that touch nothing past their elements, and the 16x16 register
@@ -31,17 +32,11 @@ inline __m512i widen16(__m256i h) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// F16C without its NaN quieting: an fp16 NaN keeps its payload as
-// f16_to_float keeps it (fp32 bit 22 from the input's bit 9).
-inline __m512 f16x16_to_float_quieting(__m256i h) {
-  return join(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
-}
+// F16C's decode, two halves (SIMDe has no 512-bit fp16 conversion). Like the
+// AVX2 tier's it quiets a signaling NaN, which no result can show (see
+// f16x8_to_float in kernels/avx2/float_formats_avx2.hpp).
 inline __m512 f16x16_to_float(__m256i h) {
-  const __m512 v = f16x16_to_float_quieting(h);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  const __m512i clear = _mm512_andnot_si512(_mm512_slli_epi32(widen16(h), 13), _mm512_set1_epi32(0x00400000));
-  const __m512i u = _mm512_castps_si512(v);
-  return _mm512_castsi512_ps(_mm512_mask_andnot_epi32(u, nan, clear, u));
+  return join(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
 }
 
 inline __m512 bf16x16_to_float(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(widen16(h), 16)); }
@@ -80,8 +75,8 @@ inline __m512 round_to_hf32x16(__m512 v) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, r, q));
 }
 
-// (The encoded NaNs are quiet: the plain decode gives f16_to_float's bits.)
-inline __m512 round_to_fp16x16(__m512 v) { return f16x16_to_float_quieting(float_to_f16x16(v)); }
+// (The encoded NaNs are quiet: the decode gives f16_to_float's bits.)
+inline __m512 round_to_fp16x16(__m512 v) { return f16x16_to_float(float_to_f16x16(v)); }
 
 template <OperandRounding R>
 inline __m512 round16(__m512 v) {
