@@ -6,10 +6,11 @@
 // (data gradient: rows are input channels c, t runs over output channels k;
 // forward: rows are k, t runs over c). The pixels p of one channel are
 // already contiguous, so a 6x16 tile is 6 output channels (broadcasts from
-// the weights, packed [t][6]) by 16 pixels (one vector of the source). Each
-// task packs its strip of pixels (up to 256) as [16-pixel block][t][16] into
-// a per-thread buffer; one block (t x 16 floats) then stays in L1 while
-// every row tile of the output passes over it.
+// the weights, packed [t][6]) by 16 pixels (two vectors of the source). A
+// task is a strip of pixels (up to 256), taken 16 pixels at a time: the
+// block's source (t rows of 16 pixels) is copied into a per-thread panel
+// [t][16] that stays in L1 while every row tile of the output passes over
+// it, and the next blocks' source lines are prefetched meanwhile.
 //
 // Why: the gather path transposes the whole gradient into a channels-last
 // copy first. For 1x1 layers there is no tap reuse to pay for it: on
@@ -80,13 +81,13 @@ class Nchw1x1Kernel final : public OpKernel {
     steps_ = pairs_ ? (red_ + 1) / 2 : red_;
     pixels_ = 1;
     for (int d = 0; d < g.spatial; ++d) pixels_ *= g.xsize[d];
-    a_px_ = flat_pixel_stride(op.a, g.spatial);
     dst_px_ = flat_pixel_stride(op.dst, g.spatial);
     row_tiles_ = ceil_div(cols_, mr_);
-    // Pixels per task: up to 256, as long as the task's panels (reduced
-    // channels x pixels) stay within 256 KB of L2.
+    // Pixels per task: up to 256, as long as the task's pair panels
+    // (reduced channels x pixels) stay within 256 KB of L2. Without pairs
+    // the panel holds one block.
     strip_px_ = std::clamp<int64_t>((int64_t{1} << 16) / std::max<int64_t>(red_, 1) / nr_ * nr_, nr_, 256);
-    panel_floats_ = round_up(steps_ * strip_px_, kAlignFloats);
+    panel_floats_ = round_up(steps_ * (pairs_ ? strip_px_ : nr_), kAlignFloats);
     weights_floats_ = round_up(groups_ * row_tiles_ * steps_ * mr_, kAlignFloats);
     strips_ = ceil_div(pixels_, strip_px_);
   }
@@ -153,28 +154,12 @@ class Nchw1x1Kernel final : public OpKernel {
     const int64_t p_lo = strip * strip_px_;
     const int64_t np_all = std::min(strip_px_, pixels_ - p_lo);
     const int64_t full = np_all / nr_, rem = np_all % nr_;
-    // Panels [nr-pixel block][t][nr], written channel by channel: each
-    // source row of the strip is read once, sequentially. (Packing one
-    // 16-pixel panel at a time touched one line in each of `red` channel
-    // planes per panel, more streams than the prefetchers follow: the
-    // packing cost as much as the FMAs.)
-    const int64_t src0 = a.offset + n * a.strides[0] + g * red_ * a.strides[1] + p_lo * a_px_;
+    const int64_t cstride = a.strides[1];
+    const int64_t src0 = a.offset + n * a.strides[0] + g * red_ * cstride + p_lo;  // pixels contiguous (plan_1x1)
     const int64_t pitch = steps_ * nr_;
-    if (pairs_) {
-      pack_pair_panels(static_cast<const uint16_t*>(args.a) + src0, a.strides[1], np_all,
+    if (pairs_)  // every pair panel of the strip up front, [block][t/2][nr]
+      pack_pair_panels(static_cast<const uint16_t*>(args.a) + src0, cstride, np_all,
                        reinterpret_cast<uint32_t*>(panel));
-    } else {
-      for (int64_t t = 0; t < red_; ++t) {
-        const int64_t s0 = src0 + t * a.strides[1];
-        if (full > 0)
-          convert_(args.a, a.dtype, op_.rounding, s0, a_px_, nr_ * a_px_, nr_, full, panel + t * nr_, pitch);
-        if (rem > 0) {
-          float* const o = panel + full * pitch + t * nr_;
-          convert_(args.a, a.dtype, op_.rounding, s0 + full * nr_ * a_px_, a_px_, 1, rem, 1, o, nr_);
-          std::fill(o + rem, o + nr_, 0.0f);
-        }
-      }
-    }
     MicroArgs ka;
     const int64_t zero = 0;
     ka.a_off = &zero;
@@ -186,13 +171,43 @@ class Nchw1x1Kernel final : public OpKernel {
     alignas(64) float tile[kMaxMr * kMaxNr];
     ka.acc = tile;
     int64_t row_base[kMaxMr];
+    const int64_t elem = static_cast<int64_t>(size_of(a.dtype));
+    const int64_t prefetch_rows = ceil_div(red_, row_tiles_);  // per row tile
     for (int64_t blk = 0; blk < full + (rem > 0); ++blk) {
       const int64_t p0 = p_lo + blk * nr_;
       const int np = static_cast<int>(blk < full ? nr_ : rem);
       // This panel (red x 16 floats) stays in L1 while every row tile of
       // the output passes over it.
-      ka.b = panel + blk * pitch;
+      if (pairs_) {
+        ka.b = panel + blk * pitch;
+      } else {
+        ka.b = panel;
+        convert_(args.a, a.dtype, op_.rounding, src0 + blk * nr_, 1, cstride, np, red_, panel, nr_);
+        if (np < nr_)
+          for (int64_t t = 0; t < red_; ++t) std::fill(panel + t * nr_ + np, panel + (t + 1) * nr_, 0.0f);
+      }
+      // Prefetched: the source of the block after next, a few rows per row
+      // tile, both ends of each row (a block need not start on a cache
+      // line). Why: copying a whole strip up front left the FMAs idle while
+      // the copy waited on memory, and on 2 threads both threads tended to
+      // copy at once, then compute at once; copied block by block without
+      // the prefetch, every source line is a miss (one line in each of
+      // `red` channel planes, more streams than the hardware prefetchers
+      // follow). On a Zen 2, mb8ic64ih56oc256kh1's data gradient took 1/1.22
+      // of the strip copy's time on 2 threads and 1/1.10 on 1; one block
+      // ahead or four were slower than two. The pair panels (bf16 tiers)
+      // still copy whole strips: no CPU with those tiers has measured this.
+      const int64_t ahead = p0 + kPrefetchBlocks * nr_;
+      const bool prefetch = !pairs_ && ahead < pixels_;
+      const int64_t last = std::min<int64_t>(nr_, pixels_ - ahead) - 1;
+      const char* const next =
+          static_cast<const char*>(args.a) + (a.offset + n * a.strides[0] + g * red_ * cstride + ahead) * elem;
       for (int64_t rt = 0; rt < row_tiles_; ++rt) {
+        if (prefetch)
+          for (int64_t t = rt * prefetch_rows, end = std::min(red_, t + prefetch_rows); t < end; ++t) {
+            __builtin_prefetch(next + t * cstride * elem);
+            __builtin_prefetch(next + (t * cstride + last) * elem);
+          }
         ka.a[0] = wpk + (g * row_tiles_ + rt) * steps_ * mr_;
         kern_(ka);
         const int rows = static_cast<int>(std::min<int64_t>(mr_, cols_ - rt * mr_));
@@ -228,6 +243,8 @@ class Nchw1x1Kernel final : public OpKernel {
     }
   }
 
+  static constexpr int64_t kPrefetchBlocks = 2;
+
   OpSpec op_;
   bool pairs_ = false;
   int threads_ = 1;
@@ -237,7 +254,7 @@ class Nchw1x1Kernel final : public OpKernel {
   StoreRow store_ = nullptr;
   StoreRows store_rows_ = nullptr;
   int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, steps_ = 0, pixels_ = 0;  // steps_: kernel steps (pairs: (red+1)/2)
-  int64_t a_px_ = 1, dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0;
+  int64_t dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0;
   int64_t panel_floats_ = 0, weights_floats_ = 0;
 };
 
