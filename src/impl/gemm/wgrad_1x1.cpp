@@ -89,11 +89,13 @@ class Wgrad1x1Kernel final : public OpKernel {
     run_len_ = one_pass_ ? pixels_ : kChunk;
     runs_ = one_pass_ ? n_ : 1;
     run_floats_ = pairs_ ? (run_len_ + 1) / 2 : run_len_;
-    // Two tasks per thread when there are enough k-tiles (c-blocks): each
-    // task reads its dy rows once and packs every x chunk (of its c-blocks)
-    // once.
+    // One task per thread: each task reads its dy rows once and packs every
+    // x chunk (of its c-blocks) once, so every further task is one more
+    // pass over x (or, splitting c-blocks, over dy). Two per thread, as
+    // before, made the 64->256 @56 gradWeight 1.13x slower on 2 threads of
+    // a Zen 2, for load balance the even shares did not need.
     split_c_ = c_ > k_ && groups_ * cb_ >= 2 * threads_;
-    tasks_ = std::min<int64_t>(groups_ * (split_c_ ? cb_ : kt_), 2 * threads_);
+    tasks_ = std::min<int64_t>(groups_ * (split_c_ ? cb_ : kt_), threads_);
     acc_floats_ = one_pass_ ? 0 : round_up(groups_ * kt_ * cb_ * mr_ * nr_, kAlignFloats);
     // Converted dy rows: the task's k-tiles, or (splitting c) one group's.
     const int64_t rows_per_task = (split_c_ ? kt_ : ceil_div(groups_ * kt_, tasks_)) * mr_;
