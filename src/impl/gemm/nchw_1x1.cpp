@@ -7,10 +7,12 @@
 // forward: rows are k, t runs over c). The pixels p of one channel are
 // already contiguous, so a 6x16 tile is 6 output channels (broadcasts from
 // the weights, packed [t][6]) by 16 pixels (two vectors of the source). A
-// task is a strip of pixels (up to 256), taken 16 pixels at a time: the
-// block's source (t rows of 16 pixels) is copied into a per-thread panel
-// [t][16] that stays in L1 while every row tile of the output passes over
-// it, and the next blocks' source lines are prefetched meanwhile.
+// task is a strip of pixels (up to 256), taken a group of 16-pixel blocks
+// at a time: the group's source (t rows of 16 pixels per block) is copied
+// into a per-thread panel [block][t][16] that stays in L1 while every row
+// tile of the output passes over it, and the next groups' source lines are
+// prefetched meanwhile. A group is as many blocks as fit in 16 KB (one when
+// t > 128).
 //
 // Why: the gather path transposes the whole gradient into a channels-last
 // copy first. For 1x1 layers there is no tap reuse to pay for it: on
@@ -87,7 +89,8 @@ class Nchw1x1Kernel final : public OpKernel {
     // (reduced channels x pixels) stay within 256 KB of L2. Without pairs
     // the panel holds one block.
     strip_px_ = std::clamp<int64_t>((int64_t{1} << 16) / std::max<int64_t>(red_, 1) / nr_ * nr_, nr_, 256);
-    panel_floats_ = round_up(steps_ * (pairs_ ? strip_px_ : nr_), kAlignFloats);
+    group_ = pairs_ ? 1 : std::clamp<int64_t>(kGroupPanelBytes / (steps_ * nr_ * 4), 1, 16);
+    panel_floats_ = round_up(steps_ * (pairs_ ? strip_px_ : group_ * nr_), kAlignFloats);
     weights_floats_ = round_up(groups_ * row_tiles_ * steps_ * mr_, kAlignFloats);
     strips_ = ceil_div(pixels_, strip_px_);
   }
@@ -173,53 +176,69 @@ class Nchw1x1Kernel final : public OpKernel {
     int64_t row_base[kMaxMr];
     const int64_t elem = static_cast<int64_t>(size_of(a.dtype));
     const int64_t prefetch_rows = ceil_div(red_, row_tiles_);  // per row tile
-    for (int64_t blk = 0; blk < full + (rem > 0); ++blk) {
-      const int64_t p0 = p_lo + blk * nr_;
-      const int np = static_cast<int>(blk < full ? nr_ : rem);
-      // This panel (red x 16 floats) stays in L1 while every row tile of
-      // the output passes over it.
-      if (pairs_) {
-        ka.b = panel + blk * pitch;
-      } else {
-        ka.b = panel;
-        convert_(args.a, a.dtype, op_.rounding, src0 + blk * nr_, 1, cstride, np, red_, panel, nr_);
-        if (np < nr_)
-          for (int64_t t = 0; t < red_; ++t) std::fill(panel + t * nr_ + np, panel + (t + 1) * nr_, 0.0f);
-      }
-      // Prefetched: the source of the block after next, a few rows per row
-      // tile, both ends of each row (a block need not start on a cache
+    const int64_t blocks = full + (rem > 0);
+    for (int64_t b0 = 0; b0 < blocks; b0 += group_) {
+      const int64_t nb = std::min(group_, blocks - b0);
+      const float* const group_panels = pairs_ ? panel + b0 * pitch : panel;
+      if (!pairs_)
+        for (int64_t b = 0; b < nb; ++b) {
+          const int64_t np = std::min<int64_t>(nr_, np_all - (b0 + b) * nr_);
+          float* const o = panel + b * pitch;
+          convert_(args.a, a.dtype, op_.rounding, src0 + (b0 + b) * nr_, 1, cstride, np, red_, o, nr_);
+          if (np < nr_)
+            for (int64_t t = 0; t < red_; ++t) std::fill(o + t * nr_ + np, o + (t + 1) * nr_, 0.0f);
+        }
+      // Prefetched: the source of the group after next, a few rows per row
+      // tile, every line of each row (a group need not start on a cache
       // line). Why: copying a whole strip up front left the FMAs idle while
       // the copy waited on memory, and on 2 threads both threads tended to
-      // copy at once, then compute at once; copied block by block without
-      // the prefetch, every source line is a miss (one line in each of
-      // `red` channel planes, more streams than the hardware prefetchers
-      // follow). On a Zen 2, mb8ic64ih56oc256kh1's data gradient took 1/1.22
-      // of the strip copy's time on 2 threads and 1/1.10 on 1; one block
-      // ahead or four were slower than two. The pair panels (bf16 tiers)
-      // still copy whole strips: no CPU with those tiers has measured this.
-      const int64_t ahead = p0 + kPrefetchBlocks * nr_;
+      // copy at once, then compute at once; copied group by group without
+      // the prefetch, every source line is a miss (lines in each of `red`
+      // channel planes, more streams than the hardware prefetchers follow).
+      // On a Zen 2, mb8ic64ih56oc256kh1's data gradient took 1/1.22 of the
+      // strip copy's time on 2 threads and 1/1.10 on 1; one group ahead or
+      // four were slower than two.
+      //
+      // Why groups: with one block, each row tile's weights (t x 6) come
+      // back from L2 for every 16 pixels, and each output row gets one line
+      // per visit. A group reuses them over several blocks while the
+      // group's panels stay in L1: mb8ic256ih56oc64kh1 (t = 64, 4 blocks)
+      // gradInput 1.15x on 1 thread of a Zen 2, 1.13x on 2; at t = 256
+      // (64->256) groups of 2 or more blocks were 0.85x, the panels no
+      // longer fitting in L1 beside the weights.
+      //
+      // The pair panels (bf16 tiers) still copy whole strips, a block per
+      // group: no CPU with those tiers has measured either change.
+      const int64_t ahead = p_lo + (b0 + kPrefetchGroups * group_) * nr_;
       const bool prefetch = !pairs_ && ahead < pixels_;
-      const int64_t last = std::min<int64_t>(nr_, pixels_ - ahead) - 1;
+      const int64_t ahead_bytes = (std::min<int64_t>(group_ * nr_, pixels_ - ahead) - 1) * elem;
       const char* const next =
           static_cast<const char*>(args.a) + (a.offset + n * a.strides[0] + g * red_ * cstride + ahead) * elem;
       for (int64_t rt = 0; rt < row_tiles_; ++rt) {
         if (prefetch)
           for (int64_t t = rt * prefetch_rows, end = std::min(red_, t + prefetch_rows); t < end; ++t) {
-            __builtin_prefetch(next + t * cstride * elem);
-            __builtin_prefetch(next + (t * cstride + last) * elem);
+            const char* const row = next + t * cstride * elem;
+            for (int64_t off = 0; off < ahead_bytes; off += 64) __builtin_prefetch(row + off);
+            __builtin_prefetch(row + ahead_bytes);
           }
         ka.a[0] = wpk + (g * row_tiles_ + rt) * steps_ * mr_;
-        kern_(ka);
         const int rows = static_cast<int>(std::min<int64_t>(mr_, cols_ - rt * mr_));
-        const int64_t first = dv.offset + n * dv.strides[0] + (g * cols_ + rt * mr_) * dv.strides[1] + p0 * dst_px_;
-        if (dst_px_ == 1 && dv.dtype != DataType::f32) {
-          // The tile's rows are runs of one channel's pixels: one call for
-          // all of them (a call per row was most of the row store's cost).
-          store_rows_(tile, nr_, rows, np, args.dst, dv.dtype, first, dv.strides[1]);
-          continue;
+        for (int64_t b = 0; b < nb; ++b) {
+          const int64_t p0 = p_lo + (b0 + b) * nr_;
+          const int np = static_cast<int>(std::min<int64_t>(nr_, np_all - (b0 + b) * nr_));
+          ka.b = group_panels + b * pitch;
+          kern_(ka);
+          const int64_t first =
+              dv.offset + n * dv.strides[0] + (g * cols_ + rt * mr_) * dv.strides[1] + p0 * dst_px_;
+          if (dst_px_ == 1 && dv.dtype != DataType::f32) {
+            // The tile's rows are runs of one channel's pixels: one call for
+            // all of them (a call per row was most of the row store's cost).
+            store_rows_(tile, nr_, rows, np, args.dst, dv.dtype, first, dv.strides[1]);
+            continue;
+          }
+          for (int i = 0; i < rows; ++i) row_base[i] = first + i * dv.strides[1];
+          store_tile(store_, args.dst, dv.dtype, tile, nr_, row_base, rows, dst_px_, np);
         }
-        for (int i = 0; i < rows; ++i) row_base[i] = first + i * dv.strides[1];
-        store_tile(store_, args.dst, dv.dtype, tile, nr_, row_base, rows, dst_px_, np);
       }
     }
   }
@@ -243,7 +262,8 @@ class Nchw1x1Kernel final : public OpKernel {
     }
   }
 
-  static constexpr int64_t kPrefetchBlocks = 2;
+  static constexpr int64_t kPrefetchGroups = 2;
+  static constexpr int64_t kGroupPanelBytes = 16384;
 
   OpSpec op_;
   bool pairs_ = false;
@@ -254,7 +274,7 @@ class Nchw1x1Kernel final : public OpKernel {
   StoreRow store_ = nullptr;
   StoreRows store_rows_ = nullptr;
   int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, steps_ = 0, pixels_ = 0;  // steps_: kernel steps (pairs: (red+1)/2)
-  int64_t dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0;
+  int64_t dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0, group_ = 1;
   int64_t panel_floats_ = 0, weights_floats_ = 0;
 };
 
