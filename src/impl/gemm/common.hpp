@@ -376,6 +376,14 @@ inline void store_tile(StoreRow store, void* base, DataType dt, const float* til
   }
 }
 
+// Prefetches every cache line of the bytes [p, p + last], for writing or
+// for reading (a run need not start on a line).
+template <bool kForWrite>
+inline void prefetch_lines(const char* p, int64_t last) {
+  for (int64_t off = 0; off < last; off += 64) __builtin_prefetch(p + off, kForWrite ? 1 : 0);
+  __builtin_prefetch(p + last, kForWrite ? 1 : 0);
+}
+
 // The tier's kernels and their tile shape, chosen at plan time.
 inline const KernelConfig& kernels_for(Isa isa) { return kernel_config(isa); }
 

@@ -425,6 +425,7 @@ class GatherConvKernel final : public OpKernel {
         spaced[j] = spaced[j] && row_base[j][r] == row_base[j][0] + r * pixel_step;
     }
     const int64_t chunks = static_cast<int64_t>(ph.chunk_ends.size());
+    const int64_t out_elem = static_cast<int64_t>(size_of(op_.dst.dtype));
     // Weight block outermost, then reduction chunk, then tiles: a chunk's B
     // sub-panel (<= chunk_steps() x 16 floats) is read from L2 once per task
     // and stays in L1 while every tile of the task passes over it. Before,
@@ -447,6 +448,19 @@ class GatherConvKernel final : public OpKernel {
           const int64_t j = tl - tile_lo;
           for (int r = 0; r < mr_; ++r) ka.a[r] = rows_a[j][r];
           ka.acc = tiles + j * mr_ * nr_;
+          // The last chunk: the tile's output lines (each channel's run of
+          // pixels) fetched for writing while the kernel runs. Why: a
+          // stride-2 phase's fp32 pixels are stored one by one, every other
+          // element, and each store waited for its line: that store loop
+          // was a quarter of mb8ic128ih56oc128kh3sh2ph1's gradInput samples
+          // on a Zen 5, which then took 1/1.10 of the time (1 and 2
+          // threads); WaveNet's gradInput 1/1.06. bf16 and the stride-1
+          // layers measured within noise.
+          if (ch == chunks - 1 && spaced[j]) {
+            const char* const o = static_cast<const char*>(args.dst) + (row_base[j][0] + blk * nr_ * ds.ch) * out_elem;
+            const int64_t last = (row_count[j] - 1) * pixel_step * out_elem;
+            for (int c = 0; c < cols; ++c) prefetch_lines<true>(o + c * ds.ch * out_elem, last);
+          }
           kern_(ka);
         }
       }

@@ -62,14 +62,6 @@ int64_t flat_pixel_stride(const View& v, int spatial) {
   return stride;
 }
 
-// Prefetches every cache line of the bytes [p, p + last], for writing or
-// for reading (a run need not start on a line).
-template <bool kForWrite>
-inline void prefetch_lines(const char* p, int64_t last) {
-  for (int64_t off = 0; off < last; off += 64) __builtin_prefetch(p + off, kForWrite ? 1 : 0);
-  __builtin_prefetch(p + last, kForWrite ? 1 : 0);
-}
-
 class Nchw1x1Kernel final : public OpKernel {
  public:
   Nchw1x1Kernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(std::max(ctx.threads, 1)) {
