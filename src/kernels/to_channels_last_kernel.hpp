@@ -28,6 +28,14 @@ template <class V>
 struct ChannelsLastKernel {
   using R = typename V::R;
   static constexpr int64_t W = V::W;
+  // Planar rows: each of the group's channel rows is prefetched this many
+  // pixels ahead. Why: a group reads W rows a plane apart, more streams
+  // than the hardware prefetchers follow with the kernels' own streams
+  // beside them; side by side on a Zen 5 (2 threads), the UNet 2x2
+  // transposed layer took 1/1.11 of the time, WaveNet 1/1.03, the others
+  // measured (3x3, 3D, stem, 1D k3 s2, fp16) within noise, as did the avx2
+  // tier.
+  static constexpr int64_t kAheadPixels = 4 * W;
 
   template <DataType T, OperandRounding Rn>
   static void convert(const void* src, int64_t s0, int64_t cs, int64_t ws, int64_t nc, int64_t nw, float* dst,
@@ -45,6 +53,10 @@ struct ChannelsLastKernel {
         for (int64_t w0 = 0; w0 < nw; w0 += W) {
           const int64_t wn = std::min<int64_t>(W, nw - w0);
           R r[W];
+          constexpr int64_t kElem = T == DataType::f32 ? 4 : 2;
+          if (w0 + kAheadPixels < nw)
+            for (int64_t c = 0; c < cn; ++c)
+              __builtin_prefetch(static_cast<const char*>(src) + (s + c * cs + w0 + kAheadPixels) * kElem);
           for (int c = 0; c < W; ++c) {
             if (c >= cn)
               r[c] = V::zero();
