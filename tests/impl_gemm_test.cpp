@@ -526,6 +526,12 @@ TEST(ImplGemm, Bf16PairsInThePlanar1x1WeightGradient) {
   check_1x1_wgrad("mb2ic20iw301oc9kw1_dtbf16", Layout::contiguous, Fill::small_ints);
   check_1x1_wgrad("mb2ic70ih17iw19oc13kh1_dtbf16", Layout::padded, Fill::small_ints);
   check_1x1_wgrad("mb3ic18ih7oc20kh1_dtbf16", Layout::reversed);
+  // Even images, whose dy rows are read in place as pair words: one pass
+  // with several runs (image strides in words), chunks with an even last
+  // one, tasks over k-tiles and over c-blocks, groups, 1D.
+  for (const char* d : {"mb3ic18ih8oc20kh1_dtbf16", "mb3ic40ih8oc13kh1_dtbf16", "mb2ic18ih16iw18oc20kh1_dtbf16",
+                        "mb2ic40ih16iw18oc13kh1_dtbf16", "mb2ic60ih8oc18kh1g3_dtbf16", "mb2ic20iw300oc9kw1_dtbf16"})
+    check_1x1_wgrad(d, Layout::contiguous, Fill::small_ints);
 }
 // It holds no fp32 tile buffer: the workspace is the per-thread x panels
 // (and no dy rows, read in place in fp32), far below the weight gradient's

@@ -34,9 +34,10 @@
 // bf16: the dy rows and the x panels hold pairs of neighbouring pixels of a
 // run (pack_pixel_pairs, common.hpp, and the tier's bf16 pair transpose), so each kernel step multiplies a pair
 // and a run is half as many steps; an odd run (the last chunk of an odd
-// image) ends in a pair padded with zero on both operands. dy is then always
+// image) ends in a pair padded with zero on both operands. dy is then
 // copied: read in place, an odd run's last pair would take its high half
-// from the next run, or from past the end of the tensor.
+// from the next run, or from past the end of the tensor. With even runs
+// only, dy's rows are the pair words as they stand and are read in place.
 #include <algorithm>
 #include <memory>
 
@@ -78,9 +79,6 @@ class Wgrad1x1Kernel final : public OpKernel {
     pixels_ = g.x_spatial();
     kt_ = ceil_div(k_, mr_);
     cb_ = ceil_div(c_, nr_);
-    // fp32 operands without rounding are read in place; anything else is
-    // converted (and rounded) into a per-thread copy of the task's dy rows.
-    direct_ = op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none;
     // One pass: every image's pixels in one kernel call per tile (a run per
     // image), stored straight from registers, when the whole reduction is
     // short (the 7x7 and 14x14 layers); otherwise chunks of up to kChunk
@@ -89,6 +87,18 @@ class Wgrad1x1Kernel final : public OpKernel {
     run_len_ = one_pass_ ? pixels_ : kChunk;
     runs_ = one_pass_ ? n_ : 1;
     run_floats_ = pairs_ ? (run_len_ + 1) / 2 : run_len_;
+    // dy is read in place where its elements are the kernel's operands as
+    // they stand: fp32 without rounding, and bf16 pairs whose runs all have
+    // an even length (even images: every chunk is even then) and, with
+    // several runs a pass, start a whole number of pair words apart. Else
+    // it is converted (rounded, paired) into a copy of the task's dy rows.
+    // Why the pairs: the copy of bit-identical words (pack_pixel_pairs) was
+    // a tenth of the bf16 64->256 @56 gradWeight's samples on a Zen 5; read
+    // in place, that gradient took 1/1.23 of the time on 2 threads (1/1.17
+    // on 1), 32->192 1/1.30 (1/1.21); 256->64, whose tasks split c-blocks
+    // and read dy once each, within noise.
+    direct_pairs_ = pairs_ && pixels_ % 2 == 0 && (runs_ == 1 || op.a.strides[0] % 2 == 0);
+    direct_ = (op.a.dtype == DataType::f32 && op.rounding == OperandRounding::none) || direct_pairs_;
     // One task per thread: each task reads its dy rows once and packs every
     // x chunk (of its c-blocks) once, so every further task is one more
     // pass over x (or, splitting c-blocks, over dy). Two per thread, as
@@ -196,7 +206,7 @@ class Wgrad1x1Kernel final : public OpKernel {
       for (int64_t p0 = 0; p0 < pixels_; p0 += run_len_) {
         const int64_t len = std::min(run_len_, pixels_ - p0);
         for (int64_t r = 0; r < runs_; ++r) {
-          a_off[r] = direct_ ? r * a.strides[0] : r * run_floats_;
+          a_off[r] = direct_ ? r * a.strides[0] / (direct_pairs_ ? 2 : 1) : r * run_floats_;
           b_off[r] = r * run_floats_ * nr_;
           lens[r] = pairs_ ? (len + 1) / 2 : len;
         }
@@ -228,8 +238,10 @@ class Wgrad1x1Kernel final : public OpKernel {
           for (int i = 0; i < mr_; ++i) {
             if (direct_) {
               const int64_t k = std::min((u % kt_) * mr_ + i, k_ - 1);
-              ka.a[i] = static_cast<const float*>(args.a) + a.offset + n0 * a.strides[0] +
-                        ((u / kt_) * k_ + k) * a.strides[1] + p0;
+              const int64_t at = a.offset + n0 * a.strides[0] + ((u / kt_) * k_ + k) * a.strides[1] + p0;
+              // A pair row is its bf16 elements seen as 32-bit words.
+              ka.a[i] = direct_pairs_ ? reinterpret_cast<const float*>(static_cast<const uint16_t*>(args.a) + at)
+                                      : static_cast<const float*>(args.a) + at;
             } else {
               ka.a[i] = rows + ((u - rows_lo) * mr_ + i) * row_floats;
             }
@@ -307,7 +319,8 @@ class Wgrad1x1Kernel final : public OpKernel {
   int64_t run_floats_ = 0;          // floats per run in the dy rows and x panels (pairs: half)
   int64_t nb_ = 1;                  // c-block panels packed at a time
   int64_t acc_floats_ = 0, shared_rows_floats_ = 0, panel_floats_ = 0, scratch_floats_ = 0;
-  bool direct_ = false;
+  bool direct_ = false;        // dy read in place
+  bool direct_pairs_ = false;  // ... as bf16 pair words
   bool pairs_ = false;  // bf16 pair kernels (kernels/gemm.hpp)
   bool one_pass_ = false;
   bool shared_rows_ = false;  // converted dy rows made once, before the tasks
