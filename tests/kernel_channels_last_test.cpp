@@ -260,5 +260,43 @@ TEST(KernelAddRow, SameBitsAsPortableWithNothingOutsideWritten) {
   }
 }
 
+// The pair-row interleave (kernels/interleave_pairs.hpp): it moves bits, so
+// every tier must give the portable build's words (NaN payloads and
+// subnormals as they are), with and without the odd row, over lengths across
+// the vector tails and from unaligned starts, and write nothing before or
+// after the row.
+TEST(KernelInterleavePairRows, SameWordsAsPortableWithNothingOutsideWritten) {
+  const std::vector<Isa> tiers = vector_tiers();
+  if (tiers.empty()) GTEST_SKIP() << "no vector tier runs here: only the portable interleave exists";
+  std::mt19937_64 rng(11);
+  for (Isa isa : tiers) {
+    const InterleavePairRows interleave = kernel_config(isa).interleave_pair_rows;
+    ASSERT_NE(interleave, nullptr) << tier_name(isa);
+    for (bool with_odd : {true, false})
+      for (int64_t start : {0, 1, 3})
+        for (int64_t n = 0; n <= 70; ++n) {
+          const size_t len = static_cast<size_t>(start + n + 1);
+          std::vector<uint16_t> even(len), odd(len);
+          for (size_t i = 0; i < len; ++i) {
+            even[i] = static_cast<uint16_t>(rng());
+            odd[i] = static_cast<uint16_t>(rng());
+          }
+          std::vector<uint32_t> canary(len);
+          for (uint32_t& w : canary) w = static_cast<uint32_t>(rng());
+          std::vector<uint32_t> want = canary, got = canary;
+          const uint16_t* const o = with_odd ? odd.data() + start : nullptr;
+          scalar::interleave_pair_rows(even.data() + start, o, n, want.data() + start);
+          interleave(even.data() + start, o, n, got.data() + start);
+          for (size_t i = 0; i < len; ++i) {
+            const bool inside = static_cast<int64_t>(i) >= start && static_cast<int64_t>(i) < start + n;
+            const uint32_t expect = inside ? (uint32_t{even[i]} | (with_odd ? uint32_t{odd[i]} << 16 : 0u)) : canary[i];
+            ASSERT_EQ(want[i], expect) << "portable, n " << n << " start " << start << " element " << i;
+            ASSERT_EQ(got[i], expect) << tier_name(isa) << " n " << n << " start " << start << " element " << i
+                                      << (with_odd ? "" : " (no odd row)") << (inside ? "" : " (outside the row)");
+          }
+        }
+  }
+}
+
 }  // namespace
 }  // namespace convbwd::detail

@@ -15,6 +15,7 @@
 #include "kernels/add_row.hpp"
 #include "kernels/any_nonfinite.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/interleave_pairs.hpp"
 #include "kernels/store_row.hpp"
 #include "runtime/cpu.hpp"
 
@@ -77,6 +78,8 @@ struct KernelConfig {
   StoreColumns store_columns = nullptr;
   // dst += src along a row (kernels/add_row.hpp).
   AddRow add_row = nullptr;
+  // Two bf16 rows as pair words (kernels/interleave_pairs.hpp).
+  InterleavePairRows interleave_pair_rows = nullptr;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

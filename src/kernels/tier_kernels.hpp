@@ -15,7 +15,7 @@
   void f32_gemm_##gemm_shape##_strided(const MicroArgs&);  \
   }
 
-// The converters, row stores, NaN/Inf checks, row adds, depthwise_direct and bias kernels.
+// The converters, row stores, NaN/Inf checks, row adds, pair-row interleaves, depthwise_direct and bias kernels.
 #define CONVBWD_DECLARE_TIER_ROW_KERNELS(ns)                                                                  \
   namespace convbwd::detail::ns {                                                                           \
   void to_channels_last(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,         \
@@ -27,6 +27,7 @@
                      int64_t index, int64_t col_stride, int64_t pixel_step);                                \
   bool any_nonfinite(const float* p, int64_t n);                                                            \
   void add_row(float* dst, const float* src, int64_t n);                                                    \
+  void interleave_pair_rows(const uint16_t* even, const uint16_t* odd, int64_t n, uint32_t* dst);          \
   void depthwise_task(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch); \
   void bias_task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);               \
   }
@@ -54,7 +55,7 @@
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
         {8, &ns::depthwise_task, {8, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}}, {8, &ns::bias_task}, \
         {}, {}, {}, &ns::store_rows, &::convbwd::detail::scalar::bf16_pairs_channels_last, &ns::store_columns, \
-        &ns::add_row                                                                                        \
+        &ns::add_row, &ns::interleave_pair_rows                                                             \
   }
 
 // The AVX-512 tier from namespace ns (avx512, or avx512_emu in the tests):
@@ -73,7 +74,8 @@
          {8, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}},                                            \
         {16, &ns::bias_task},                                                                                  \
         {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12},          \
-        {}, {}, &ns::store_rows, &ns::bf16_pairs_channels_last, &ns::store_columns, &ns::add_row               \
+        {}, {}, &ns::store_rows, &ns::bf16_pairs_channels_last, &ns::store_columns, &ns::add_row,              \
+        &ns::interleave_pair_rows                                                                              \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)

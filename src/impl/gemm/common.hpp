@@ -269,17 +269,6 @@ inline void transpose_words(ToChannelsLast convert, const uint32_t* src, int64_t
           dst_pitch);
 }
 
-// The pair words of two neighbouring bf16 rows, element by element:
-// dst[i] = even[i] | odd[i] << 16, or even[i] alone (a zero high half, the
-// element past an odd reduction) where odd is null. A loop the compiler
-// vectorizes; for copies with no NaN/Inf pass of their own.
-inline void interleave_pair_rows(const uint16_t* even, const uint16_t* odd, int64_t n, uint32_t* dst) {
-  if (odd != nullptr)
-    for (int64_t i = 0; i < n; ++i) dst[i] = uint32_t{even[i]} | uint32_t{odd[i]} << 16;
-  else
-    for (int64_t i = 0; i < n; ++i) dst[i] = even[i];
-}
-
 // Packs `len` consecutive bf16 elements from src as pairs of neighbours into
 // the (len + 1) / 2 slots dst[0 ..], a zero high half after an odd len: the
 // pixel pairs of the planar 1x1 weight gradient (wgrad_1x1.cpp), which has

@@ -76,6 +76,7 @@ class Nchw1x1Kernel final : public OpKernel {
     convert_ = cfg.to_channels_last;
     store_ = cfg.store_row;
     store_rows_ = cfg.store_rows;
+    interleave_ = cfg.interleave_pair_rows;
     groups_ = g.groups;
     n_ = g.n;
     cols_ = dgrad ? g.c : g.k;
@@ -270,7 +271,7 @@ class Nchw1x1Kernel final : public OpKernel {
       for (int64_t blk = 0; blk < blocks; ++blk) {
         uint32_t* const o = panel + blk * pitch + s * nr_;
         const int64_t p0 = blk * nr_, n = std::min<int64_t>(nr_, np - p0);
-        interleave_pair_rows(even + p0, odd ? odd + p0 : nullptr, n, o);
+        interleave_(even + p0, odd ? odd + p0 : nullptr, n, o);
         std::fill(o + n, o + nr_, 0u);
       }
     }
@@ -287,6 +288,7 @@ class Nchw1x1Kernel final : public OpKernel {
   ToChannelsLast convert_ = nullptr;
   StoreRow store_ = nullptr;
   StoreRows store_rows_ = nullptr;
+  InterleavePairRows interleave_ = nullptr;
   int64_t groups_ = 1, n_ = 0, cols_ = 0, red_ = 0, steps_ = 0, pixels_ = 0;  // steps_: kernel steps (pairs: (red+1)/2)
   int64_t dst_px_ = 1, row_tiles_ = 0, strip_px_ = 16, strips_ = 0, group_ = 1;
   int64_t panel_floats_ = 0, weights_floats_ = 0;

@@ -68,6 +68,7 @@ class DgradKernel final : public OpKernel {
     convert_ = cfg.to_channels_last;
     store_row_ = cfg.store_row;
     add_row_ = cfg.add_row;
+    interleave_ = cfg.interleave_pair_rows;
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -231,7 +232,7 @@ class DgradKernel final : public OpKernel {
     for (int64_t kk = 0; kk < steps; ++kk) {
       const uint16_t* const even = src + 2 * kk * s.ch;
       uint32_t* const o = dst + kk * band_pitch_;
-      gemm::interleave_pair_rows(even, 2 * kk + 1 < kn ? even + s.ch : nullptr, np, o);
+      interleave_(even, 2 * kk + 1 < kn ? even + s.ch : nullptr, np, o);
       std::fill(o + np, o + padded, 0u);
     }
   }
@@ -350,6 +351,7 @@ class DgradKernel final : public OpKernel {
   ToChannelsLast convert_ = nullptr;
   StoreRow store_row_ = nullptr;
   AddRow add_row_ = nullptr;
+  InterleavePairRows interleave_ = nullptr;
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0, taps_ = 1, cols_ = 0;
   int64_t cols_pad_ = 0;  // columns rounded up to whole mr-row tiles: the packed weights' and T's rows
   int64_t pixels_ = 0, band_ = 0, band_pitch_ = 0, u2_ = 0, acc_row_ = 0, acc_floats_ = 0;

@@ -1,0 +1,11 @@
+// The AVX2 build of the pair-row interleave (see kernels/interleave_pairs.hpp).
+#include "kernels/tier_kernels.hpp"
+#include "kernels/interleave_pairs.hpp"
+
+namespace convbwd::detail {
+
+void avx2::interleave_pair_rows(const uint16_t* even, const uint16_t* odd, int64_t n, uint32_t* dst) {
+  interleave_pair_rows_body(even, odd, n, dst);
+}
+
+}  // namespace convbwd::detail

@@ -1,0 +1,28 @@
+// The pair words of two neighbouring bf16 rows, element by element:
+// dst[i] = even[i] | odd[i] << 16, or even[i] alone (a zero high half, the
+// element past an odd reduction) where odd is null. How the planar 1x1 data
+// gradient builds its pair panels and the small-channel data gradient its
+// bands (src/impl/). One body, compiled with each tier's flags
+// (src/kernels/<isa>/interleave_pairs_*), so the compiler vectorizes it for
+// that tier's registers: built with the library's portable flags it ran 8
+// elements per step, a sixth of the bf16 1x1 64->256 @56 data gradient on a
+// Zen 5. Bits are moved, never computed: every tier gives the same words.
+#pragma once
+
+#include <cstdint>
+
+namespace convbwd::detail {
+
+using InterleavePairRows = void (*)(const uint16_t* even, const uint16_t* odd, int64_t n, uint32_t* dst);
+
+namespace {  // compiled with every tier's flags: one copy per file
+inline void interleave_pair_rows_body(const uint16_t* __restrict even, const uint16_t* __restrict odd, int64_t n,
+                                      uint32_t* __restrict dst) {
+  if (odd != nullptr)
+    for (int64_t i = 0; i < n; ++i) dst[i] = uint32_t{even[i]} | uint32_t{odd[i]} << 16;
+  else
+    for (int64_t i = 0; i < n; ++i) dst[i] = even[i];
+}
+}  // namespace
+
+}  // namespace convbwd::detail
