@@ -150,6 +150,32 @@ TEST(ImplGemm, Bf16PairsInTheGatherPath) {
   check("mb2ic21ih6oc19kh3sh2ph1_tr_dtbf16", Gradient::input, Layout::reversed, Layout::channels_last,
         Fill::small_ints);
 }
+// The gather path joins neighbouring taps into one kernel run where the
+// copy's pixel pitch equals the reduction (GatherConvKernel::merge_runs):
+// reductions of 16 and 32 fp32 channels, bf16 pairs of 16 channels (a
+// pitch of 8) and 32, 16-channel groups, with the data gradient's taps in
+// mirrored order (WeightPack::flip_taps). Runs that touch in A but not in
+// the packed weights must stay apart: stride 2 and 3 phases (the taps of a
+// phase are s slots apart), dilation; and 1D, 3D, transposed (the forward,
+// whose taps join in natural order), and joined runs cut by chunk caps.
+TEST(ImplGemm, NeighbouringTapsJoinIntoOneRun) {
+  for (const char* dt : {"", "_dtbf16"}) {
+    const std::string t = dt;
+    for (const char* d : {"mb2ic16ih7iw9oc16kh3ph1", "mb2ic20ih6iw7oc32kh3ph1", "mb2g2ic32ih6iw13oc32kh3ph1",
+                          "mb2ic16ih9iw11oc16kh3sh2ph1", "mb2ic12ih8iw13oc16kh4sh2ph1", "mb1ic8ih10iw14oc32kh5sh3ph2",
+                          "mb2ic16ih9iw9oc16kh3dh1ph2", "mb2ic16iw40oc16kw5pw2", "mb1ic8id5ih5iw6oc16kd3kh3kw3pd1ph1pw1",
+                          "mb2ic16ih5iw6oc16kh4sh2ph1_tr", "mb2ic32ih4iw5oc16kh3ph1_tr"})
+      check(d + t, Gradient::input);
+    for (const char* steps : {"5", "16"}) {
+      SCOPED_TRACE(std::string("CONVBWD_GEMM_CHUNK_STEPS=") + steps);
+      setenv("CONVBWD_GEMM_CHUNK_STEPS", steps, 1);
+      check("mb2ic16ih7iw9oc32kh3ph1" + t, Gradient::input);
+      check("mb2g2ic32ih6iw7oc32kh3ph1" + t, Gradient::input, Layout::contiguous, Layout::contiguous,
+            Fill::small_ints);
+    }
+    unsetenv("CONVBWD_GEMM_CHUNK_STEPS");
+  }
+}
 // The forward weight pack of the gather path (a transposed layer's
 // gradInput, whose packed columns are the weight's rows far apart) goes
 // through each tier's converter when a weight's taps are one unit-stride

@@ -298,12 +298,23 @@ namespace {
 constexpr int64_t kPrefetchRows = 8;
 }  // namespace
 
+WeightPack::TapWalk WeightPack::tap_walk() const {
+  TapWalk w;
+  for (int i = 0; i < spatial; ++i) {
+    const size_t d = static_cast<size_t>(3 - spatial + i);
+    const int64_t stride = v.strides[2 + i];
+    w.strides[d] = flip_taps ? -stride : stride;
+    if (flip_taps) w.origin += (ks[d] - 1) * stride;
+  }
+  return w;
+}
+
 bool WeightPack::by_converter() const {
   // Transposed (data-gradient) weights read each element's row of columns
   // and taps front to back already; through the converter, whose blocks are
   // then only `taps` pixels wide, the bf16 3x3 256@14 data gradient ran
   // 0.96x as fast.
-  if (transpose || nr > kMaxNr || (pairs && taps > kMaxTaps)) return false;
+  if (transpose || flip_taps || nr > kMaxNr || (pairs && taps > kMaxTaps)) return false;
   // The taps of one (k, c) must be one unit-stride run.
   int64_t expect = 1;
   for (int i = spatial - 1; i >= 0; --i) {
@@ -368,11 +379,11 @@ void WeightPack::pack_by_converter(const void* base, int64_t g, int64_t blk0, in
 void WeightPack::pack_pairs(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst,
                             bool zero_nonfinite, bool* found) const {
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
-  std::array<int64_t, 3> sp{0, 0, 0};
-  for (int i = 0; i < spatial; ++i) sp[3 - spatial + i] = v.strides[2 + i];
+  const TapWalk walk = tap_walk();
+  const std::array<int64_t, 3>& sp = walk.strides;
   const int64_t nred = red(), nsteps = steps();
   const int64_t col_step = transpose ? s1 : s0, red_step = transpose ? s0 : s1;
-  const int64_t first = v.offset + g * k * s0;
+  const int64_t first = v.offset + g * k * s0 + walk.origin;
   const uint16_t* const src = static_cast<const uint16_t*>(base);
   uint32_t* const d = reinterpret_cast<uint32_t*>(dst);
   unsigned nonfinite = 0;
@@ -420,8 +431,8 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, f
     return;
   }
   const int64_t s0 = v.strides[0], s1 = v.strides[1];
-  std::array<int64_t, 3> sp{0, 0, 0};
-  for (int i = 0; i < spatial; ++i) sp[3 - spatial + i] = v.strides[2 + i];
+  const TapWalk walk = tap_walk();
+  const std::array<int64_t, 3>& sp = walk.strides;
   const int64_t nred = red();
   // Element (reduced q, column j) is w[g*K + kk, cc] with (kk, cc) = (q,
   // col0 + j) when transposed, else (col0 + j, q): one step per column and
@@ -429,7 +440,7 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, f
   // (vectorizable) strided copy. With the choice made per element, packing a
   // 2048 x 512 data-gradient weight was a tenth of the layer's time.
   const int64_t col_step = transpose ? s1 : s0, red_step = transpose ? s0 : s1;
-  const int64_t first = v.offset + g * k * s0;
+  const int64_t first = v.offset + g * k * s0 + walk.origin;
   // The reduced index is the outer loop and the blocks of the range the
   // next: with a transposed 1x1 weight, one q is one row of w, read
   // front to back across the range. Block by block, each 64-byte read sat a

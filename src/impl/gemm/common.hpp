@@ -39,8 +39,12 @@ constexpr int64_t kAlignFloats = 16;  // 64 bytes
 // (512 or 1024 channels: a 4 KB pitch) and four when 16. Any other L gives
 // at least 8. (Padding every even L, 32 or 64 channels included, cost up
 // to half again the copy's memory; on this shared machine neither rule was
-// faster beyond the timing noise.)
+// faster beyond the timing noise.) At most 8 floats (bf16 pairs of 16-channel
+// groups) take 8, two pixels to a line: a pitch of 16 left half of each line
+// unused, and the copy at 8 lets the data gradient's taps join into one run
+// (gather_conv.cpp); bf16 g8 128@28 gradInput 1.02x from the pitch alone.
 inline int64_t pixel_pitch(int64_t channels) {
+  if (channels <= 8) return 8;
   int64_t p = (channels + 15) / 16 * 16;
   if ((p / 16) % 16 == 0) p += 16;
   return p;
@@ -298,6 +302,12 @@ struct WeightPack {
   // bf16 pairs along the reduction ([blk][tap][red/2][nr][2], a zero pair
   // element past an odd red), copied bit for bit from bf16 weights; else fp32.
   bool pairs = false;
+  // Taps packed in reverse order: slot t holds tap taps-1-t, every spatial
+  // index mirrored (transposed weights only). The data gradient's tap of
+  // index r reads dy at position pad - r*d, so in mirrored order its taps'
+  // stored positions rise with their slots as the packed weights do, and
+  // neighbouring taps join into one kernel run (gather_conv.cpp).
+  bool flip_taps = false;
 
   int64_t cols() const { return transpose ? c : k; }
   int64_t red() const { return transpose ? k : c; }
@@ -324,6 +334,13 @@ struct WeightPack {
   // transpose each reduced channel's [column][tap] block in registers
   // instead.
   static constexpr int64_t kMaxTaps = 64;
+  // The source offset of packed slot (r0, r1, r2) is origin + r0*strides[0]
+  // + r1*strides[1] + r2*strides[2] (flip_taps mirrors them).
+  struct TapWalk {
+    int64_t origin = 0;
+    std::array<int64_t, 3> strides{0, 0, 0};
+  };
+  TapWalk tap_walk() const;
   bool by_converter() const;
   void pack_by_converter(const void* base, int64_t g, int64_t blk0, int64_t nblk, float* dst, bool zero_nonfinite,
                          bool* found) const;
