@@ -103,15 +103,62 @@ class Nchw1x1Kernel final : public OpKernel {
   void run(const OpArgs& args, ThreadPool& pool) const override {
     float* const wpk = reinterpret_cast<float*>(args.workspace);
     float* const panels = wpk + weights_floats_;
-    pool.parallel_for(groups_ * row_tiles_, threads_, [&](int64_t t, int) {
-      pack_rows(args.b, t / row_tiles_, t % row_tiles_, wpk + t * steps_ * mr_);
-    });
+    if (pair_steps_packed()) {
+      const int64_t tasks = ceil_div(steps_, kPackSteps);
+      pool.parallel_for(groups_ * tasks, threads_, [&](int64_t t, int) {
+        const int64_t g = t / tasks, t0 = t % tasks * kPackSteps;
+        pack_pair_steps(args.b, g, t0, std::min(steps_, t0 + kPackSteps), wpk + g * row_tiles_ * steps_ * mr_);
+      });
+    } else {
+      pool.parallel_for(groups_ * row_tiles_, threads_, [&](int64_t t, int) {
+        pack_rows(args.b, t / row_tiles_, t % row_tiles_, wpk + t * steps_ * mr_);
+      });
+    }
     pool.parallel_for(n_ * groups_ * strips_, threads_, [&](int64_t t, int thread) {
       compute(args, wpk, panels + thread * panel_floats_, t);
     });
   }
 
  private:
+  // Whether the bf16 pair pack goes step by step (pack_pair_steps): the data
+  // gradient's W' rows are w's columns, so where those are unit-stride, pair
+  // t of every row tile is w's rows 2t and 2t + 1, interleaved across them.
+  bool pair_steps_packed() const { return pairs_ && op_.op == Op::bwd_data && op_.b.strides[1] == 1; }
+  static constexpr int64_t kPackSteps = 8;   // pair steps per packing task
+  static constexpr int64_t kPackWords = 512;  // columns interleaved per call
+
+  // Pair steps [t0, t1) of every row tile of group g (its tiles from dst on,
+  // steps_ * mr_ words each): each step's two rows of w interleaved by the
+  // tier kernel up to kPackWords columns at a time, then cut into the tiles'
+  // mr-word rows, zero past the last column. Why: packed tile by tile, row
+  // by row, element by element (each load a whole row of w apart), the pack
+  // was 15% of the bf16 1x1 512->128 @14 data gradient (perf, Zen 5). That
+  // gradient took 1/1.11 of the time with the tier interleave called per
+  // tile (8 columns a call, the calls then 7% of it), and 1/1.03 again
+  // with the calls across the tiles (2 threads).
+  void pack_pair_steps(const void* w, int64_t g, int64_t t0, int64_t t1, float* dst) const {
+    const View& v = op_.b;  // [G*K, C, 1...]
+    const int64_t s0 = v.strides[0];
+    const uint16_t* const first = static_cast<const uint16_t*>(w) + v.offset + g * op_.geo.k * s0;
+    uint32_t* const d = reinterpret_cast<uint32_t*>(dst);
+    alignas(64) uint32_t row[kPackWords];
+    static_assert(kPackWords % kMaxMr == 0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const uint16_t* const even = first + 2 * t * s0;
+      const uint16_t* const odd = 2 * t + 1 < red_ ? even + s0 : nullptr;
+      for (int64_t c0 = 0; c0 < cols_; c0 += kPackWords / mr_ * mr_) {
+        const int64_t n = std::min<int64_t>(kPackWords / mr_ * mr_, cols_ - c0);
+        interleave_(even + c0, odd ? odd + c0 : nullptr, n, row);
+        for (int64_t i = 0; i < n; i += mr_) {
+          uint32_t* const o = d + ((c0 + i) / mr_ * steps_ + t) * mr_;
+          const int64_t m = std::min<int64_t>(mr_, n - i);
+          std::copy(row + i, row + i + m, o);
+          std::fill(o + m, o + mr_, 0u);
+        }
+      }
+    }
+  }
+
   // Packs W' rows [tile*mr, tile*mr + mr) of group g as [t][mr] (zero rows
   // past the last), converted to fp32 with the operand rounding; or, pairs,
   // as [t/2][mr] bf16 pairs, bit for bit.
@@ -130,25 +177,6 @@ class Nchw1x1Kernel final : public OpKernel {
       convert_(w, v.dtype, op_.rounding, base, dgrad ? s1 : s0, dgrad ? s0 : s1, rows, red_, dst, mr_);
       if (rows < mr_)
         for (int64_t t = 0; t < steps_; ++t) std::fill(dst + t * mr_ + rows, dst + (t + 1) * mr_, 0.0f);
-      return;
-    }
-    if (dgrad && s1 == 1) {
-      // The data gradient's W' rows are w's columns, so pair t of the
-      // tile is w's rows 2t and 2t + 1 across the tile's mr columns: one
-      // tier interleave per pair. Why: element by element, each a 16-bit
-      // load a whole row of w apart, the pack was 15% of the bf16 1x1
-      // 512->128 @14 data gradient (perf, Zen 5), which takes 1/1.11 of the
-      // time with this (2 threads; the layer 1/1.05). The lanes past the
-      // last column are zeroed as in the fp32 pack, though only output rows
-      // that are never stored read them.
-      const int64_t rows = std::min<int64_t>(mr_, cols_ - tile * mr_);
-      const uint16_t* const first = static_cast<const uint16_t*>(w) + v.offset + g * op_.geo.k * s0 + tile * mr_;
-      uint32_t* const d = reinterpret_cast<uint32_t*>(dst);
-      for (int64_t t = 0; t < steps_; ++t) {
-        const uint16_t* const even = first + 2 * t * s0;
-        interleave_(even, 2 * t + 1 < red_ ? even + s0 : nullptr, rows, d + t * mr_);
-        std::fill(d + t * mr_ + rows, d + (t + 1) * mr_, 0u);
-      }
       return;
     }
     for (int i = 0; i < mr_; ++i) {
