@@ -461,11 +461,13 @@ TEST(ImplGemm, Planar1x1) {
 // even reductions (dy channels for gradInput, x channels for the transposed
 // one's forward), a single reduced channel, row tails, pixel tails and
 // several strips, groups, 1D/3D, a channels-last output, and cubeMathType HF32 (which
-// keeps bf16 as it is).
+// keeps bf16 as it is); a data gradient of 1100 columns, whose weight pack
+// interleaves them 512 at a time (the last piece with a row-tile tail).
 TEST(ImplGemm, Bf16PairsInThePlanar1x1DataGradient) {
   for (const char* d : {"mb2ic18ih8iw17oc21kh1_dtbf16", "mb2ic9ih8iw8oc1kh1_dtbf16", "mb1ic33ih40iw41oc300kh1_dtbf16",
                         "mb2ic25ih9oc35kh1g5_dtbf16", "mb2ic20iw301oc9kw1_dtbf16", "mb1ic6id4ih5iw6oc11kd1kh1kw1_dtbf16",
-                        "mb2ic13ih11oc7kh1_tr_dtbf16", "mb2ic17ih9oc20kh1_dtbf16_math3"})
+                        "mb2ic13ih11oc7kh1_tr_dtbf16", "mb2ic17ih9oc20kh1_dtbf16_math3", "mb1ic1100ih8iw9oc7kh1_dtbf16",
+                        "mb1g2ic2200ih8iw8oc10kh1_dtbf16"})
     check_1x1(d);
   check_1x1("mb1ic7ih40iw41oc301kh1_dtbf16", Layout::contiguous, Fill::small_ints);
   check_1x1("mb2ic19ih9oc21kh1_dtbf16", Layout::channels_last);
