@@ -223,6 +223,11 @@ TEST(Descriptor, HugeNumbers) {
   expect_bad("ic1ih4611686018427387904oc1sh4_tr", {"output size of spatial dim 'oh' overflows 64 bits"});
   expect_bad("ic1iw9223372036854775807oc1pw9223372036854775807", {"output size of spatial dim 'ow' overflows"});
   expect_bad("ic1iw5oc1kw4611686018427387904dw3", {"output size of spatial dim 'ow' overflows"});
+  // A given output size and a leading padding of 2^63-1: the trailing
+  // padding deduced from them is 0, and the output size overflows (the
+  // deduction once subtracted the padding with signed overflow, a fuzz
+  // finding).
+  expect_bad("mb2ic3iw5ow3pw9223372036854775807", {"output size of spatial dim 'ow' overflows"});
   // Largest sizes that fit parse, and validation takes over.
   const Problem p = parse_ok("ic1iw9223372036854775807oc1");
   EXPECT_EQ(p.grad_output.dims, (V{2, 1, 9223372036854775807}));

@@ -219,7 +219,10 @@ Result<Problem> Problem::parse(std::string_view desc) {
     for (int up = first_dim; up <= d; ++up) pad_given |= v.count(token(kPad, up)) > 0;
     if (!pad_given) pb[i] = std::max<int64_t>(reach.value() / 2, 0);
     if (auto it = v.find(token(kPadAfter, d)); it != v.end()) pa[i] = it->second;
-    else pa[i] = std::max<int64_t>(reach.value() - pb[i], 0);
+    // (Compared first: a given leading padding may be as large as 2^63-1,
+    // and reach less it overflowed, a fuzz finding. Both are >= 0 where
+    // the difference is taken, so it fits.)
+    else pa[i] = reach.value() > pb[i] ? reach.value() - pb[i] : 0;
   }
 
   const int64_t mb = v.count("mb") ? v["mb"] : 2;
