@@ -143,11 +143,13 @@ class Nchw1x1Kernel final : public OpKernel {
     uint32_t* const d = reinterpret_cast<uint32_t*>(dst);
     alignas(64) uint32_t row[kPackWords];
     static_assert(kPackWords % kMaxMr == 0);
+    // Whole row tiles per call, so that no tile straddles two calls.
+    const int64_t cols_per_call = kPackWords / mr_ * mr_;
     for (int64_t t = t0; t < t1; ++t) {
       const uint16_t* const even = first + 2 * t * s0;
       const uint16_t* const odd = 2 * t + 1 < red_ ? even + s0 : nullptr;
-      for (int64_t c0 = 0; c0 < cols_; c0 += kPackWords / mr_ * mr_) {
-        const int64_t n = std::min<int64_t>(kPackWords / mr_ * mr_, cols_ - c0);
+      for (int64_t c0 = 0; c0 < cols_; c0 += cols_per_call) {
+        const int64_t n = std::min<int64_t>(cols_per_call, cols_ - c0);
         interleave_(even + c0, odd ? odd + c0 : nullptr, n, row);
         for (int64_t i = 0; i < n; i += mr_) {
           uint32_t* const o = d + ((c0 + i) / mr_ * steps_ + t) * mr_;
