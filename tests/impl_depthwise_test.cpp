@@ -330,12 +330,16 @@ struct Direct {
   }
 
   // The output storage after running the implementation (nullopt: declined).
+  // llc_bytes: the last-level cache the plan assumes (0, unknown: fp32
+  // planes are streamed; large: copied).
   std::vector<unsigned char> run(Gradient g, Isa isa, int threads, detail::ThreadPool& pool,
-                                 const detail::Implementation& impl = detail::kDepthwiseDirectImpl) const {
+                                 const detail::Implementation& impl = detail::kDepthwiseDirectImpl,
+                                 int64_t llc_bytes = 0) const {
     const detail::OpSpec op = spec.op_for(g);
     detail::PlanContext ctx;
     ctx.isa = isa;
     ctx.threads = threads;
+    ctx.llc_bytes = llc_bytes;
     std::string why;
     auto k = impl.plan(op, ctx, &why);
     EXPECT_TRUE(k) << problem.descriptor() << ": declined: " << why;
@@ -495,6 +499,37 @@ TEST(DepthwiseDirect, SixteenChannelGroupsInSixteenLaneBlocks) {
     }
   }
   if (tiers == 0) GTEST_SKIP() << "no tier here has 16-lane channel blocks";
+}
+
+// An fp32 output whose channel planes are contiguous leaves the channel-
+// blocked kernels a plane at a time: streamed past the cache when it is
+// large, copied when it fits in the last-level cache (PlanContext::
+// llc_bytes). Both must write exactly the reference's values (small
+// integers) and the same bits as each other (sums that round): gradInput of
+// every channel-blocked geometry (bwd_data, and fwd for transposed layers),
+// with plane widths that leave head and tail floats outside whole 64-byte
+// lines, on every tier, 1 and 3 threads.
+TEST(DepthwiseDirect, StreamedAndCopiedPlanesGiveTheSameBits) {
+  constexpr int64_t kStreamed = 0, kCopied = int64_t{1} << 40;
+  detail::ThreadPool pool(3);
+  int geometries = 0;
+  for (const char* geo : kGeometries) {
+    Direct exact(geo, Layout::contiguous, Fill::small_ints);
+    if (!takes_cl(exact.spec.op_for(Gradient::weight).geo)) continue;
+    ++geometries;
+    Direct rounding(geo, Layout::contiguous, Fill::uniform);
+    const auto want = exact.reference(Gradient::input);
+    const auto& m = detail::kDepthwiseClImpl;
+    for (Isa isa : test_isas())
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(std::string(geo) + " " + tier_name(isa) + " threads " + std::to_string(threads));
+        EXPECT_TRUE(exact.run(Gradient::input, isa, threads, pool, m, kStreamed) == want);
+        EXPECT_TRUE(exact.run(Gradient::input, isa, threads, pool, m, kCopied) == want);
+        EXPECT_TRUE(rounding.run(Gradient::input, isa, threads, pool, m, kStreamed) ==
+                    rounding.run(Gradient::input, isa, threads, pool, m, kCopied));
+      }
+  }
+  EXPECT_GE(geometries, 20);
 }
 
 // An Inf in an image column that no output reads stays out of gradWeight:

@@ -84,6 +84,11 @@ struct PlanContext {
   // (operand_access.hpp) allows: 1, or kRelaxedBudgetScale when the
   // planner's first pass found nothing but the reference (plan.cpp).
   int budget_scale = 1;
+  // The last-level cache's bytes (CpuFeatures::llc_bytes): an output that
+  // fits in a fraction of it is written with ordinary stores, which leave it
+  // there for whatever reads it next; a larger one streams past the cache.
+  // 0 (unknown) streams.
+  int64_t llc_bytes = 0;
 };
 constexpr int kRelaxedBudgetScale = 8;
 

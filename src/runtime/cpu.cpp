@@ -38,10 +38,41 @@ std::string amx_refusal(const CpuFeatures& f) {
          std::string(std::strerror(f.amx_request_errno)) + ")";
 }
 
+// The size of the highest-level data or unified cache in CPUID's cache
+// descriptors at `leaf` (4 and 0x8000001D share the layout: EAX type and
+// level, EBX ways, partitions and line size, ECX sets, each minus one).
+int64_t last_level_cache(unsigned leaf) {
+  int64_t bytes = 0;
+  unsigned best_level = 0;
+  for (unsigned i = 0; i < 16; ++i) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __cpuid_count(leaf, i, a, b, c, d);
+    const unsigned type = a & 0x1f, level = (a >> 5) & 0x7;
+    if (type == 0) break;  // no more caches
+    if (type == 2 || level < best_level) continue;  // instruction cache
+    best_level = level;
+    bytes = int64_t{(b >> 22) + 1} * (((b >> 12) & 0x3ff) + 1) * ((b & 0xfff) + 1) * (int64_t{c} + 1);
+  }
+  return bytes;
+}
+
+int64_t detect_llc_bytes() {
+  if (__get_cpuid_max(0, nullptr) >= 4)
+    if (const int64_t bytes = last_level_cache(4)) return bytes;
+  // AMD: leaf 4 is reserved; its descriptors are at 0x8000001D when
+  // 0x80000001 ECX bit 22 (topology extensions) says so.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0x80000000, nullptr) >= 0x8000001D && __get_cpuid(0x80000001, &a, &b, &c, &d) &&
+      ((c >> 22) & 1))
+    return last_level_cache(0x8000001D);
+  return 0;
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.llc_bytes = detect_llc_bytes();
   const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
   f.fma = (c >> 12) & 1;
   f.f16c = (c >> 29) & 1;

@@ -3,6 +3,7 @@
 // config, src/kernels/config.hpp), never inside inner loops.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -31,6 +32,11 @@ struct CpuFeatures {
   // refusal (EPERM, EINVAL on kernels before 5.16, ...).
   bool amx_permitted = false;
   int amx_request_errno = 0;
+  // Bytes of the largest (last-level) data cache that CPUID describes
+  // (leaf 4 on Intel, 0x8000001D on AMD): the cache an output written with
+  // ordinary stores may still be in when the next layer reads it. 0 when
+  // CPUID does not say.
+  int64_t llc_bytes = 0;
 };
 const CpuFeatures& cpu_features();
 

@@ -49,6 +49,10 @@ struct DwClPlan {
   // Plane mode (fp32 output whose channel planes are contiguous, fwd and
   // bwd_data): floats between channels in the plane buffer; 0 = row mode.
   int64_t plane_stride = 0;
+  // Plane mode: the planes go out with non-temporal stores (a large output,
+  // which would only evict the operands from the cache), or ordinary ones
+  // (an output small enough to stay in the last-level cache for its reader).
+  bool stream_planes = true;
   // The weight view is dense ([G*K][C][kd][kh][kw] with unit last stride).
   bool w_dense = false;
   int64_t tasks = 0;
