@@ -79,6 +79,13 @@ const char* const kGeometries[] = {
     "mb1g8ic8ih7iw9oc8kh3kw3dh1dw2ph2pw3phr0pwr1",
     "mb2g9ic9ih5iw6oc9kh3kw3sh2sw2ph1pw1_tr",
     "mb1g8ic8ih4iw10oc8kh3kw4sh3sw3ph2pw1_tr",
+    // The weight gradient's runs of outputs (width taps on consecutive
+    // pixels): kw 2 and 3, 1D/2D/3D (27 taps in chunks of 12, 12 and 3),
+    // rows of whole runs of 4 and 8 outputs and a tail.
+    "mb2g17ic17ih5iw21oc17kh2kw2",
+    "mb1g9ic9id3ih4iw13oc9kd3kh3kw3pd1ph1pw1",
+    "mb2g20ic20iw37oc20kw3pw1",
+    "mb1g18ic18ih4iw24oc18kh3kw3ph1pw1",
     // 6 to 8 channels per group on each side (depthwise_cl, grouped mode):
     // ResNeXt's 8 -> 8, out-channel blocks of 4 with a remainder (6), 7
     // channels (a lane unused), 25 taps, strides, 3D and transposed.
