@@ -337,16 +337,16 @@ struct Direct {
   }
 
   // The output storage after running the implementation (nullopt: declined).
-  // llc_bytes: the last-level cache the plan assumes (0, unknown: fp32
-  // planes are streamed; large: copied).
+  // The CPU the plans assume: its last-level cache (0, unknown: fp32 planes
+  // are streamed; large: copied) and whether it runs zmm in halves.
+  detail::PlanContext cpu;
+
   std::vector<unsigned char> run(Gradient g, Isa isa, int threads, detail::ThreadPool& pool,
-                                 const detail::Implementation& impl = detail::kDepthwiseDirectImpl,
-                                 int64_t llc_bytes = 0) const {
+                                 const detail::Implementation& impl = detail::kDepthwiseDirectImpl) const {
     const detail::OpSpec op = spec.op_for(g);
-    detail::PlanContext ctx;
+    detail::PlanContext ctx = cpu;
     ctx.isa = isa;
     ctx.threads = threads;
-    ctx.llc_bytes = llc_bytes;
     std::string why;
     auto k = impl.plan(op, ctx, &why);
     EXPECT_TRUE(k) << problem.descriptor() << ": declined: " << why;
@@ -530,13 +530,70 @@ TEST(DepthwiseDirect, StreamedAndCopiedPlanesGiveTheSameBits) {
     for (Isa isa : test_isas())
       for (int threads : {1, 3}) {
         SCOPED_TRACE(std::string(geo) + " " + tier_name(isa) + " threads " + std::to_string(threads));
-        EXPECT_TRUE(exact.run(Gradient::input, isa, threads, pool, m, kStreamed) == want);
-        EXPECT_TRUE(exact.run(Gradient::input, isa, threads, pool, m, kCopied) == want);
-        EXPECT_TRUE(rounding.run(Gradient::input, isa, threads, pool, m, kStreamed) ==
-                    rounding.run(Gradient::input, isa, threads, pool, m, kCopied));
+        auto run = [&](Direct& d, int64_t llc) {
+          d.cpu.llc_bytes = llc;
+          return d.run(Gradient::input, isa, threads, pool, m);
+        };
+        EXPECT_TRUE(run(exact, kStreamed) == want);
+        EXPECT_TRUE(run(exact, kCopied) == want);
+        EXPECT_TRUE(run(rounding, kStreamed) == run(rounding, kCopied));
       }
   }
   EXPECT_GE(geometries, 20);
+}
+
+// On a CPU that runs zmm in halves (Zen 4), depthwise layers with planes of
+// 56x56 pixels or more take the narrow channel blocks: the rule's edges
+// (narrow_planes_suit), its effect on the plan (the narrow blocks' smaller
+// scratch), and the same bits either way, on data whose sums round (both
+// gradients, fp32 and bf16, 1D/2D/3D). Elsewhere the choice stays the
+// thread count's.
+TEST(DepthwiseDirect, LargePlanesTakeNarrowBlocksWhereZmmRunsInHalves) {
+  struct Case {
+    const char* desc;
+    bool narrow;
+  };
+  const Case kCases[] = {
+      {"mb1g20ic20ih56iw56oc20kh3kw3ph1pw1", true},  {"mb1g20ic20ih56iw55oc20kh3kw3ph1pw1", false},
+      {"mb1g20ic20ih28iw28oc20kh3kw3ph1pw1", false}, {"mb1g20ic20iw4000oc20kw5pw2", true},
+      {"mb1g20ic20iw1000oc20kw5pw2", false},         {"mb1g20ic20id4ih28iw28oc20kd3kh3kw3pd1ph1pw1", true},
+      {"mb1g20ic20ih112iw112oc20kh3kw3sh2sw2ph1pw1", true},
+  };
+  detail::ThreadPool pool(2);
+  int tiers = 0;
+  for (const Case& c : kCases) {
+    Direct d(c.desc, Layout::contiguous, Fill::uniform);
+    const detail::OpSpec op = d.spec.op_for(Gradient::weight);
+    detail::PlanContext halves, whole;
+    halves.zmm_in_halves = true;
+    EXPECT_EQ(detail::narrow_planes_suit(op.geo, halves), c.narrow) << c.desc;
+    EXPECT_FALSE(detail::narrow_planes_suit(op.geo, whole)) << c.desc;
+    for (Isa isa : test_isas()) {
+      if (detail::kernel_config(isa).depthwise.cl_narrow.lanes == 0) continue;
+      ++tiers;
+      halves.isa = whole.isa = isa;
+      halves.threads = whole.threads = 2;
+      std::string why;
+      const auto narrow = detail::kDepthwiseClImpl.plan(op, halves, &why);
+      const auto wide = detail::kDepthwiseClImpl.plan(op, whole, &why);
+      ASSERT_TRUE(narrow && wide) << c.desc << ": " << why;
+      if (c.narrow)
+        EXPECT_LT(narrow->workspace_bytes(), wide->workspace_bytes()) << c.desc << " " << tier_name(isa);
+      else
+        EXPECT_EQ(narrow->workspace_bytes(), wide->workspace_bytes()) << c.desc << " " << tier_name(isa);
+      if (!c.narrow) continue;
+      Direct b(std::string(c.desc) + "_dtbf16", Layout::contiguous, Fill::uniform);
+      for (Direct* t : {&d, &b})
+        for (Gradient g : {Gradient::input, Gradient::weight}) {
+          const auto& m = detail::kDepthwiseClImpl;
+          t->cpu.zmm_in_halves = true;
+          const auto in_halves = t->run(g, isa, 2, pool, m);
+          t->cpu.zmm_in_halves = false;
+          EXPECT_TRUE(in_halves == t->run(g, isa, 2, pool, m)) << t->problem.descriptor() << " " << tier_name(isa);
+        }
+    }
+  }
+  if (tiers == 0) GTEST_SKIP() << "no tier here has two channel-block widths";
 }
 
 // An Inf in an image column that no output reads stays out of gradWeight:

@@ -89,6 +89,10 @@ struct PlanContext {
   // there for whatever reads it next; a larger one streams past the cache.
   // 0 (unknown) streams.
   int64_t llc_bytes = 0;
+  // CpuFeatures::zmm_in_halves: the planners' shape choices that depend on
+  // how the CPU runs 512-bit operations read it here, so that tests can
+  // plan for either kind.
+  bool zmm_in_halves = false;
 };
 constexpr int kRelaxedBudgetScale = 8;
 

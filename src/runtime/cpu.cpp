@@ -68,6 +68,18 @@ int64_t detect_llc_bytes() {
   return 0;
 }
 
+// The family of an AMD CPU (base plus extended family, CPUID 1 EAX), 0 for
+// any other vendor.
+unsigned amd_family() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+  // "AuthenticAMD" in EBX, EDX, ECX.
+  if (b != 0x68747541 || d != 0x69746e65 || c != 0x444d4163) return 0;
+  __get_cpuid(1, &a, &b, &c, &d);
+  const unsigned base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
+  return base == 0xf ? base + ext : base;
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -93,6 +105,7 @@ CpuFeatures detect() {
   f.amx_tile = (d >> 24) & 1;
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = (a >> 5) & 1;
+  f.zmm_in_halves = f.avx512f && amd_family() == 0x19;
   if (f.amx_tile && f.amx_bf16 && f.os_amx) {
     f.amx_request_errno = request_tile_data();
     f.amx_permitted = f.amx_request_errno == 0;

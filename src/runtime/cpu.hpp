@@ -37,6 +37,11 @@ struct CpuFeatures {
   // ordinary stores may still be in when the next layer reads it. 0 when
   // CPUID does not say.
   int64_t llc_bytes = 0;
+  // The CPU runs 512-bit operations as two 256-bit halves through 256-bit
+  // units and a 32-byte-per-cycle L2 (AMD Zen 4: family 19h with AVX-512),
+  // so zmm bodies gain nothing per element over ymm ones and their larger
+  // working sets cost more. No CPUID bit says so; the family does.
+  bool zmm_in_halves = false;
 };
 const CpuFeatures& cpu_features();
 

@@ -356,13 +356,30 @@ constexpr double kClWideGain = 1.1;
 // 7x7 to 112x112 planes, 1D and 3D), but 144 channels make 9 blocks of 16
 // for 2 threads, 5 rounds against 4.5 (0.88x measured). The two widths give
 // the same bits, so choosing by the thread count keeps results independent
-// of it.
-const DwClKernels& depthwise_cl_kernels_for(int64_t groups, int threads, const DepthwiseKernels& k) {
+// of it. Where narrow_planes_suit, the narrow blocks.
+const DwClKernels& depthwise_cl_kernels_for(int64_t groups, int threads, const DepthwiseKernels& k,
+                                            bool narrow_planes) {
   if (k.cl_narrow.lanes == 0) return k.cl;
+  if (narrow_planes) return k.cl_narrow;
   auto rounds = [&](int64_t lanes) { return ceil_div(ceil_div(groups, lanes), threads); };
   const double wide = static_cast<double>(rounds(k.cl.lanes) * k.cl.lanes);
   const double narrow = static_cast<double>(rounds(k.cl_narrow.lanes) * k.cl_narrow.lanes);
   return wide <= kClWideGain * narrow ? k.cl : k.cl_narrow;
+}
+
+// On a CPU that runs 512-bit operations in halves (Zen 4), a 16-lane block
+// does per element what an 8-lane one does, on planes twice the size: from
+// 56x56 pixels per channel up, the 8-lane blocks ran faster there
+// (alternated, 2 threads, all gradients, fp32: 56x56 1.05x-1.11x, 112x112
+// 1.20x, 112x112 stride 2 1.03x-1.15x, 3D 16x28x28 1.11x-1.15x, 1D 4000
+// 1.05x; bf16 112x112 1.04x-1.09x and 56x56 1.02x-1.03x on one thread), and
+// smaller ones slower (28x28 even, 14x14 0.89x, 7x7 0.96x, 1D 1000 0.97x, 28x28
+// stride 2 0.88x). On a Zen 5 the 16-lane blocks were the faster at every
+// size (56x56 1.10x, 112x112 1.08x, one thread).
+constexpr int64_t kNarrowPlanePixels = 56 * 56;
+
+bool narrow_planes_suit(const Geometry& g, const PlanContext& ctx) {
+  return ctx.zmm_in_halves && g.x_spatial() >= kNarrowPlanePixels;
 }
 
 namespace {
@@ -388,10 +405,11 @@ bool wide_groups_fit(const OpSpec& op, const KernelConfig& cfg) {
 // depthwise by depthwise_cl_kernels_for; groups of 6 to 8 channels a side in
 // the 8-lane blocks, whose lanes they fill at least 6 of (in 16 lanes
 // ResNeXt g32 ran 0.90x); larger ones where wide_groups_fit says.
-const DwClKernels* channel_blocks_for(const OpSpec& op, const KernelConfig& cfg, int threads) {
+const DwClKernels* channel_blocks_for(const OpSpec& op, const KernelConfig& cfg, const PlanContext& ctx,
+                                     int threads) {
   const Geometry& g = op.geo;
   const DepthwiseKernels& k = cfg.depthwise;
-  if (g.c == 1 && g.k == 1) return &depthwise_cl_kernels_for(g.groups, threads, k);
+  if (g.c == 1 && g.k == 1) return &depthwise_cl_kernels_for(g.groups, threads, k, narrow_planes_suit(g, ctx));
   if (wide_groups_fit(op, cfg)) return &k.cl;
   if (both_sides_in(g, kClMinGroup, kClMaxGroup)) return k.cl_narrow.lanes ? &k.cl_narrow : &k.cl;
   return nullptr;
@@ -416,7 +434,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   if (!convolution_with_narrow_floats(op, why)) return nullptr;
   const KernelConfig& cfg = kernel_config(ctx.isa);
   const int threads = std::max(1, ctx.threads);
-  const DwClKernels* blocks = channel_blocks_for(op, cfg, threads);
+  const DwClKernels* blocks = channel_blocks_for(op, cfg, ctx, threads);
   if (!blocks) {
     *why = "groups of " + std::to_string(g.c) + " -> " + std::to_string(g.k) +
            " channels; this path takes one channel per group, 6 to 8 on each side, or up to 16 on a tier "
