@@ -15,6 +15,7 @@
 # compared with itself on two tiers:
 #   bench/alternate.sh "CONVBWD_ISA=avx512 build/tools/convbwd/convbwd" \
 #       build/tools/convbwd/convbwd 2 mb4g8ic128ih28oc128kh3ph1_dtbf16
+# Both sides run fresh copies of their executables (see fresh_copy below).
 # ENVX adds assignments to both sides (e.g. ENVX=GLIBC_TUNABLES=...), CLIX
 # options to both CLIs (e.g. CLIX=--cold-cache).
 set -euo pipefail
@@ -24,6 +25,31 @@ if [ $# -lt 4 ]; then
 fi
 old=$1 new=$2 threads=$3
 shift 3
+# Each side runs a fresh copy of its executable, both at paths of the same
+# length. How the file's text was written matters: the same binary ran 1.11x
+# faster as a `cp` of itself than as the linker's output (dw s2 192@28 fp16,
+# Zen 4), presumably the page cache's larger folios behind a file written in
+# one sequential pass. Comparing a copied old CLI with a freshly linked new
+# one favoured the old side by up to that much.
+copies=$(mktemp -d)
+trap 'rm -rf "$copies"' EXIT
+# The side's words with its executable (the first word that is not an
+# assignment) replaced by a copy at $copies/$2/convbwd.
+fresh_copy() {
+  local words=() w exe=""
+  for w in $1; do
+    if [ -z "$exe" ] && [[ $w != *=* ]]; then
+      exe=$(command -v "$w") || { echo "bench/alternate.sh: no executable '$w'" >&2; exit 2; }
+      mkdir -p "$copies/$2"
+      cp "$exe" "$copies/$2/convbwd"
+      w=$copies/$2/convbwd
+    fi
+    words+=("$w")
+  done
+  echo "${words[*]}"
+}
+old=$(fresh_copy "$old" old)
+new=$(fresh_copy "$new" new)
 ALT=${ALT:-8} REP=${REP:-5}
 # One call's minimum in ms, or the CLI's complaint on stderr and an exit.
 call_min() {
