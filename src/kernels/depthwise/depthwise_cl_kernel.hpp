@@ -535,9 +535,9 @@ struct DwClKernel : DwViewRows<V> {
   // MB + (NT/KW)*(MB+KW-1) loads for MB*NT FMAs, where one output at a time
   // took MB*(NT+1): the 3x3 loop was bound by its loads. Per tap the
   // products still go in in pixel order, so the bits are the same.
-  // MB = 8 dy vectors: on AVX2's 16 registers (9 accumulators for 3x3) 4
-  // ran 0.955x and 2 0.83x one output at a time, 8 1.01x (Zen 4, weight
-  // gradient alone, 1 thread); on AVX-512 8 gave 1.03x-1.05x.
+  // MB = 8 dy vectors: on AVX-512 that ran 1.03x-1.05x against one output
+  // at a time (Zen 4, weight gradient alone); on AVX2's 16 registers (9
+  // accumulators for 3x3) it ran even with it (0.98x-1.00x), and 4 0.95x of 8.
   static constexpr int kWeightRun = 8;
   static_assert(kMaxTaps % 3 == 0 && kMaxTaps % 2 == 0, "tap chunks start on a row's first tap");
 
