@@ -49,7 +49,10 @@ class WgradKernel final : public OpKernel {
     sp_ = space_of(g);
     const KernelConfig& cfg = gemm::kernels_for(ctx.isa);
     pairs_ = gemm::bf16_pairs(op, cfg);
-    const GemmKernels& family = gemm::wide_family(cfg, pairs_);  // columns are (c, tap): 147 on the stem
+    // Columns are (c, tap): 147 on the stem (wide tiles), 10 on wav2vec2's
+    // first layer, which the narrow tiles fill twice as well (0.58x the AVX2
+    // tier's speed in 8x32 tiles on a Zen 4; see gemm_family).
+    const GemmKernels& family = gemm::gemm_family(cfg, pairs_, g.c * space_of(g).taps());
     kern_ = family.gather;
     mr_ = family.gather_rows();
     nr_ = family.nr;
