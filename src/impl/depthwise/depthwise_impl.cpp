@@ -420,9 +420,9 @@ const DwClKernels* channel_blocks_for(const OpSpec& op, const KernelConfig& cfg,
 // streamed past it: when the pass's working set (the output, dy and x, each
 // at most about its size) fits in half that cache. Alternated against
 // streaming on a Zen 4 (32 MiB L3, 2 threads, all gradients, warm caches):
-// 4.8 MB outputs (MobileNet dw 96@56 N4, dw s2 192@28 N8) ran 1.08x and 1.10x
-// faster; 7.2 MB (dw 144@56 N4) 0.96x-1.01x, so it streams. With the caches
-// flushed before each run the copies cost 0.98x-1.02x (minima).
+// 4.8 MB outputs (MobileNet dw 96@56 N4, dw s2 192@28 N8) ran 1.05x-1.11x
+// faster; 7.2 MB (dw 144@56 N4) 0.96x-1.00x, 9.6 MB 0.86x-0.94x and 14.4 MB
+// 0.85x-0.87x, so those stream.
 bool fits_in_cache(Checked bytes, const PlanContext& ctx) {
   return ctx.llc_bytes > 0 && bytes.at_most(ctx.llc_bytes / 6);
 }

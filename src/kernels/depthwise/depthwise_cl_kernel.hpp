@@ -106,7 +106,7 @@ struct DwClKernel : DwViewRows<V> {
   // line in the cache: fetching it would only add a read of the whole
   // output (a third more memory traffic on a depthwise gradInput). Where it
   // copies the planes instead (an output that stays in cache), fetching the
-  // output ran 0.94x-0.97x (dw 96@56 N4, dw s2 192@28 N8, Zen 4).
+  // output ran 0.96x-0.97x (dw 96@56 N4, dw s2 192@28 N8, Zen 4).
   static void prefetch_task_share(const DwClPlan& p, const void* a, void* dst, int64_t t, int64_t r, int64_t rows) {
     if (t >= p.tasks) return;
     const Chans ch = chans(p, t % p.blocks);
