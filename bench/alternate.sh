@@ -15,7 +15,7 @@
 # compared with itself on two tiers:
 #   bench/alternate.sh "CONVBWD_ISA=avx512 build/tools/convbwd/convbwd" \
 #       build/tools/convbwd/convbwd 2 mb4g8ic128ih28oc128kh3ph1_dtbf16
-# Both sides run fresh copies of their executables (see fresh_copy below).
+# Every call runs a fresh copy of its side's executable (see copy_path below).
 # ENVX adds assignments to both sides (e.g. ENVX=GLIBC_TUNABLES=...), CLIX
 # options to both CLIs (e.g. CLIX=--cold-cache).
 set -euo pipefail
@@ -25,35 +25,38 @@ if [ $# -lt 4 ]; then
 fi
 old=$1 new=$2 threads=$3
 shift 3
-# Each side runs a fresh copy of its executable, both at paths of the same
-# length. How the file's text was written matters: the same binary ran 1.11x
-# faster as a `cp` of itself than as the linker's output (dw s2 192@28 fp16,
-# Zen 4), presumably the page cache's larger folios behind a file written in
-# one sequential pass. Comparing a copied old CLI with a freshly linked new
-# one favoured the old side by up to that much.
+# Each call runs a fresh copy of its side's executable, both sides at
+# paths of the same length. Where a binary's file lies in memory matters:
+# the same binary ran 1.11x faster as a `cp` of itself than as the file the
+# linker wrote (dw s2 192@28 fp16, Zen 4, alternated), and two copies of one
+# file can differ too, so a comparison of two long-lived files measures their
+# placement along with their code. A new copy per call samples placements
+# on both sides alike.
 copies=$(mktemp -d)
 trap 'rm -rf "$copies"' EXIT
 # The side's words with its executable (the first word that is not an
-# assignment) replaced by a copy at $copies/$2/convbwd.
-fresh_copy() {
+# assignment) replaced by $copies/$2/convbwd; the executable's own path is
+# kept in $copies/$2/source.
+copy_path() {
   local words=() w exe=""
   for w in $1; do
     if [ -z "$exe" ] && [[ $w != *=* ]]; then
       exe=$(command -v "$w") || { echo "bench/alternate.sh: no executable '$w'" >&2; exit 2; }
       mkdir -p "$copies/$2"
-      cp "$exe" "$copies/$2/convbwd"
+      echo "$exe" >"$copies/$2/source"
       w=$copies/$2/convbwd
     fi
     words+=("$w")
   done
   echo "${words[*]}"
 }
-old=$(fresh_copy "$old" old)
-new=$(fresh_copy "$new" new)
+old=$(copy_path "$old" old)
+new=$(copy_path "$new" new)
 ALT=${ALT:-8} REP=${REP:-5}
 # One call's minimum in ms, or the CLI's complaint on stderr and an exit.
 call_min() {
   local out
+  cp --remove-destination "$(cat "$copies/$3/source")" "$copies/$3/convbwd"
   # shellcheck disable=SC2086  # the side and ENVX/CLIX are word lists on purpose
   out=$(env ${ENVX:-} $1 --mode=perf --repeats="$REP" --warmup=1 --threads="$threads" ${CLIX:-} "$2" 2>&1) || {
     echo "bench/alternate.sh: '$1 ... $2' failed:" >&2
@@ -65,8 +68,8 @@ call_min() {
 for desc in "$@"; do
   olds=() news=()
   for _ in $(seq "$ALT"); do
-    olds+=("$(call_min "$old" "$desc")")
-    news+=("$(call_min "$new" "$desc")")
+    olds+=("$(call_min "$old" "$desc" old)")
+    news+=("$(call_min "$new" "$desc" new)")
   done
   /usr/bin/python3 - "$desc" "${olds[*]}" "${news[*]}" <<'PY'
 import statistics, sys
