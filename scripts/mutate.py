@@ -110,12 +110,6 @@ MUTANTS = [
      "static_cast<size_t>(plane) * sizeof(float));",
      "static_cast<size_t>(plane - 1) * sizeof(float));",
      "the depthwise planes copied into a cache-sized output (not streamed) leave each plane's last value unwritten"),
-    ("depthwise_cl_weight_runs_reversed", "src/kernels/depthwise/depthwise_cl_kernel.hpp",
-     "          CONVBWD_DWCL_UNROLL for (int e = 0; e < MB + KW - 1; ++e) {\n",
-     "          CONVBWD_DWCL_UNROLL for (int ee = 0; ee < MB + KW - 1; ++ee) {\n"
-     "            const int e = MB + KW - 2 - ee;\n",
-     "the depthwise weight gradient's runs of outputs add their products last pixel first (exact on small integers, "
-     "but not the one-output-at-a-time bits)"),
     ("planner_no_relaxed_budget", "src/plan/plan.cpp",
      "if (is_reference(p.impl) && ctx.budget_scale == 1) {",
      "if (false && is_reference(p.impl) && ctx.budget_scale == 1) {",

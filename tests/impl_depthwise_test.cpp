@@ -79,9 +79,8 @@ const char* const kGeometries[] = {
     "mb1g8ic8ih7iw9oc8kh3kw3dh1dw2ph2pw3phr0pwr1",
     "mb2g9ic9ih5iw6oc9kh3kw3sh2sw2ph1pw1_tr",
     "mb1g8ic8ih4iw10oc8kh3kw4sh3sw3ph2pw1_tr",
-    // The weight gradient's runs of outputs (width taps on consecutive
-    // pixels): kw 2 and 3, 1D/2D/3D (27 taps in chunks of 12, 12 and 3),
-    // rows of whole runs of 4 and 8 outputs and a tail.
+    // Width stride 1 with kw 2 and 3 over rows longer than a few vectors,
+    // 1D/2D/3D (27 taps: more than one chunk of accumulators).
     "mb2g17ic17ih5iw21oc17kh2kw2",
     "mb1g9ic9id3ih4iw13oc9kd3kh3kw3pd1ph1pw1",
     "mb2g20ic20iw37oc20kw3pw1",

@@ -528,77 +528,6 @@ struct DwClKernel : DwViewRows<V> {
     CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
   }
 
-  // The same sums where the KW width taps of each (rd, rh) row read
-  // consecutive x pixels (width stride and dilation 1): MB outputs at a
-  // time, each dy vector is loaded once for all NT taps and each x pixel of
-  // the window once for every tap that reads it. Per MB outputs that is
-  // MB + (NT/KW)*(MB+KW-1) loads for MB*NT FMAs, where one output at a time
-  // took MB*(NT+1): the 3x3 loop was bound by its loads. Per tap the
-  // products still go in in pixel order, so the bits are the same.
-  // MB = 8 dy vectors: on AVX-512 that ran 1.03x-1.05x against one output
-  // at a time (Zen 4, weight gradient alone); on AVX2's 16 registers (9
-  // accumulators for 3x3) it ran even with it (0.98x-1.00x), and 4 0.95x of 8.
-  static constexpr int kWeightRun = 8;
-  static_assert(kMaxTaps % 3 == 0 && kMaxTaps % 2 == 0, "tap chunks start on a row's first tap");
-
-  template <int NT, int KW>
-  static void bwd_weights_run(const DwClPlan& p, const float* xbuf, const YPlane& y, const int64_t* toff,
-                              int64_t r0, int64_t r1, float* accmem) {
-    constexpr int MB = kWeightRun, kRows = NT / KW;
-    static_assert(NT % KW == 0);
-    R acc[NT];
-    CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::load(accmem + t * W);
-    const int64_t row = p.rw * W;
-    int64_t rowoff[kRows];
-    for (int g = 0; g < kRows; ++g) rowoff[g] = toff[g * KW];
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t od = r / p.yh, oh = r % p.yh;
-      const float* xr = xbuf + (od * p.sd * p.lh + oh * p.sh) * row;
-      const float* yr = y.base + od * y.plane + oh * y.row;
-      int64_t o = 0;
-      for (; o + MB <= p.yw; o += MB) {
-        R dy[MB];
-        CONVBWD_DWCL_UNROLL for (int j = 0; j < MB; ++j) dy[j] = V::load(yr + (o + j) * W);
-        CONVBWD_DWCL_UNROLL for (int g = 0; g < kRows; ++g) {
-          const float* x = xr + o * W + rowoff[g];
-          // x pixel o+e meets width tap u at output o+j, j = e - u.
-          CONVBWD_DWCL_UNROLL for (int e = 0; e < MB + KW - 1; ++e) {
-            const R xv = V::load(x + e * W);
-            CONVBWD_DWCL_UNROLL for (int u = 0; u < KW; ++u) {
-              const int j = e - u;
-              if (j >= 0 && j < MB) acc[g * KW + u] = V::fma(dy[j], xv, acc[g * KW + u]);
-            }
-          }
-        }
-      }
-      for (; o < p.yw; ++o) {
-        const R dy = V::load(yr + o * W);
-        const float* x = xr + o * W;
-        CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) acc[t] = V::fma(dy, V::load(x + toff[t]), acc[t]);
-      }
-    }
-    CONVBWD_DWCL_UNROLL for (int t = 0; t < NT; ++t) V::store(accmem + t * W, acc[t]);
-  }
-
-  // A chunk of nt taps (starting at a row's first tap) through
-  // bwd_weights_run, if the layer's width taps suit it; false otherwise.
-  static bool bwd_weights_runs(const DwClPlan& p, const float* xbuf, const YPlane& y, const int64_t* toff,
-                               int64_t nt, int64_t r0, int64_t r1, float* accmem) {
-    if (p.sw != 1 || p.dw != 1 || nt % p.kw != 0) return false;
-#define CONVBWD_DWCL_RUN(NT, KW) \
-  case NT: bwd_weights_run<NT, KW>(p, xbuf, y, toff, r0, r1, accmem); return true;
-    if (p.kw == 3) {
-      switch (nt) { CONVBWD_DWCL_RUN(3, 3) CONVBWD_DWCL_RUN(6, 3) CONVBWD_DWCL_RUN(9, 3) CONVBWD_DWCL_RUN(12, 3) }
-    } else if (p.kw == 2) {
-      switch (nt) {
-        CONVBWD_DWCL_RUN(2, 2) CONVBWD_DWCL_RUN(4, 2) CONVBWD_DWCL_RUN(6, 2) CONVBWD_DWCL_RUN(8, 2)
-        CONVBWD_DWCL_RUN(10, 2) CONVBWD_DWCL_RUN(12, 2)
-      }
-    }
-#undef CONVBWD_DWCL_RUN
-    return false;
-  }
-
   // ---- grouped bwd_weights: dw[k][c][t] = sum_{n, o} dy[o][k] x[o*s + t][c]
   // Lanes are c. KB out-channels x NT taps of accumulators: per pixel NT x
   // vectors and KB dy broadcasts feed KB*NT FMAs. Per (k, t) the order is
@@ -699,9 +628,7 @@ struct DwClKernel : DwViewRows<V> {
       for (int64_t t0 = 0; t0 < ks; t0 += kMaxTaps) {
         const int64_t* toff = p.toff.data() + t0;
         float* am = acc + t0 * W;
-        const int64_t nt = std::min<int64_t>(kMaxTaps, ks - t0);
-        if (bwd_weights_runs(p, xbuf, y, toff, nt, r0, r1, am)) continue;
-        switch (nt) {
+        switch (std::min<int64_t>(kMaxTaps, ks - t0)) {
 #define CONVBWD_DWCL_CASE(NT) \
   case NT: bwd_weights_taps<NT>(p, xbuf, y, toff, r0, r1, am); break;
           CONVBWD_DWCL_CASE(1) CONVBWD_DWCL_CASE(2) CONVBWD_DWCL_CASE(3) CONVBWD_DWCL_CASE(4)
