@@ -62,7 +62,8 @@ int64_t detect_llc_bytes() {
   // AMD: leaf 4 is reserved; its descriptors are at 0x8000001D when
   // 0x80000001 ECX bit 22 (topology extensions) says so.
   unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0x80000000, nullptr) >= 0x8000001D && __get_cpuid(0x80000001, &a, &b, &c, &d) &&
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) >= 0x8000001Du &&
+      __get_cpuid(0x80000001, &a, &b, &c, &d) &&
       ((c >> 22) & 1))
     return last_level_cache(0x8000001D);
   return 0;
