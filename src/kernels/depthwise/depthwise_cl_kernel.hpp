@@ -100,7 +100,9 @@ struct DwClKernel : DwViewRows<V> {
   }
 
   // While writing output row r of `rows`, the matching share of task t's
-  // input and output rows (fwd, bwd_data): spread over the task, since a
+  // input and output rows (the forward kernel, which transposed layers run
+  // for gradInput; bwd_data_rows says why the data gradient has none):
+  // spread over the task, since a
   // burst of a whole task's prefetches fills the miss queue and stalls.
   // Plane mode writes the output with non-temporal stores, which need no
   // line in the cache: fetching it would only add a read of the whole
@@ -412,15 +414,20 @@ struct DwClKernel : DwViewRows<V> {
     float* w = s + p.off_w;
     unsigned nonfinite = pack_plane(p, a, p.a, n, ch.in0, ch.nin, in) ? kNonfiniteA : 0;
     if (pack_weights(p, b, bk, ch, w, s)) nonfinite |= kNonfiniteB;
-    bwd_data_rows(p, a, dst, n, ch, in, w, s, task + p.ahead);
+    bwd_data_rows(p, dst, n, ch, in, w, s);
     return nonfinite;
   }
 
   // dx of image n, channels ch, from the packed dy plane `in` and weights
-  // `w`: row by row, then the plane flush. Meanwhile it prefetches a share
-  // of task `next`'s rows per row.
-  static void bwd_data_rows(const DwClPlan& p, const void* a, void* dst, int64_t n, const Chans& ch, const float* in,
-                            const float* w, float* s, int64_t next) {
+  // `w`: row by row, then the plane flush. Unlike the forward kernel it
+  // prefetches nothing: fetching the next task's dy rows ran 1.04x-1.16x
+  // slower on a Zen 4 (data gradient alone, alternated with fresh copies:
+  // dw 96@56, 144@56, s2 192@28, 384@14), the prefetches stalling on a full
+  // miss queue; in the fused pass the weight gradient's prefetch_image_share
+  // fetches the next images' dy rows anyway (fetching them twice there cost
+  // 1.04x-1.11x).
+  static void bwd_data_rows(const DwClPlan& p, void* dst, int64_t n, const Chans& ch, const float* in,
+                            const float* w, float* s) {
     float* xrow = s + p.off_row;
     float* tmp = s + p.off_tmp;
     const int64_t ci = p.cin;
@@ -470,7 +477,6 @@ struct DwClKernel : DwViewRows<V> {
           if (m + 2 <= cnt) bwd_data_cols<2>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep), m += 2;
           if (m < cnt) bwd_data_cols<1>(in, w, rt, nrt, taps, shift, nt, lo + m, out + m * ostep, ostep);
         }
-        prefetch_task_share(p, a, dst, next, id * p.xh + ih, p.xd * p.xh);
         const DwView& v = p.dst;
         unpack_row(p, xrow, p.xw, p.xw_round, dst, v.off + n * v.sn + ch.out0 * v.sc + id * v.sd + ih * v.sh, ch.nout,
                    tmp, id * p.xh + ih, s + p.off_plane);
@@ -684,13 +690,7 @@ struct DwClKernel : DwViewRows<V> {
     const YPlane y{in + ((pd.bd * pd.lh + pd.bh) * pd.rw + pd.bw) * W, pd.lh * pd.rw * W, pd.rw * W};
     for (int64_t n = 0; n < pd.n; ++n) {
       nonfinite |= pack_plane(pd, dy, pd.a, n, ch.in0, ch.nin, in);
-      // No prefetch from the data gradient (task pd.tasks is none): the
-      // weight gradient's prefetch_image_share already fetches the dy rows
-      // two images ahead, and fetching the next image's again cost time
-      // (prefetches stalling on a full miss queue): without it the fused
-      // pass ran 1.04x-1.11x faster on 2 threads, 1.07x-1.12x on one (dw
-      // 96@56, 144@56, 384@14, 32@112, s2 192@28; Zen 4).
-      bwd_data_rows(pd, dy, dst[0], n, ch, in, wpk, sd, pd.tasks);
+      bwd_data_rows(pd, dst[0], n, ch, in, wpk, sd);
       if (p.bias && p.bias_lanes == 16)
         bias_image<16>(pd, y, lanes);
       else if (p.bias)
