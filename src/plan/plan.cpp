@@ -123,8 +123,9 @@ Result<Plan> Plan::create(const Problem& problem) {
   detail::PlanContext ctx;
   ctx.isa = detail::active_isa();
   ctx.threads = std::min(detail::configured_threads(), detail::ThreadPool::global().size());
-  ctx.llc_bytes = detail::cpu_features().llc_bytes;
-  ctx.zmm_in_halves = detail::cpu_features().zmm_in_halves;
+  const detail::CpuFeatures& cpu = detail::cpu_features();
+  ctx.llc_bytes = cpu.llc_bytes;
+  ctx.zmm_in_halves = cpu.zmm_in_halves;
   st->threads = ctx.threads;
   for (int i = 0; i < 3; ++i) {
     if (!st->spec.mask[i] || st->spec.grads[i].empty()) continue;

@@ -100,9 +100,9 @@ struct DwClKernel : DwViewRows<V> {
   }
 
   // While writing output row r of `rows`, the matching share of task t's
-  // input and output rows (the forward kernel, which transposed layers run
-  // for gradInput; bwd_data_rows says why the data gradient has none):
-  // spread over the task, since a
+  // input and output rows. Only the forward kernel (which transposed layers
+  // run for gradInput) calls it; bwd_data_rows says why the data gradient
+  // prefetches nothing. Spread over the task, since a
   // burst of a whole task's prefetches fills the miss queue and stalls.
   // Plane mode writes the output with non-temporal stores, which need no
   // line in the cache: fetching it would only add a read of the whole
@@ -116,10 +116,7 @@ struct DwClKernel : DwViewRows<V> {
     const int64_t in_rows = p.srcd * p.srch;
     prefetch_rows(a, p.a, n, ch.in0, ch.nin, r * in_rows / rows, (r + 1) * in_rows / rows, p.srch, p.srcw);
     if (p.plane_stride) return;
-    if (p.op == Op::fwd)
-      prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.yh, p.yw);
-    else
-      prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.xh, p.xw);
+    prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.yh, p.yw);
   }
 
   // The channels of block bk on the op's input and output side: W groups
