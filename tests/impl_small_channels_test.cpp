@@ -120,6 +120,22 @@ TEST(ImplSmallChannels, Bf16Pairs) {
     check("mb2ic1iw1283oc17kw10sw5_dtbf16", g, Layout::contiguous, Layout::contiguous, Fill::small_ints);
   }
 }
+// Every count of (channel, tap) columns from 1 to 30, which the data
+// gradient tiles by the tier's rows: whole tiles and a padded last one, or
+// (kernels of each row count) an exact last one, alone or joined to the tile
+// before it. fp32 and bf16 (the pair family), one K chunk and several (K
+// beyond 64: the tiles rest in their own accumulators between chunks).
+TEST(ImplSmallChannels, EveryColumnCountTheTilesSplit) {
+  for (int cols = 1; cols <= 30; ++cols) {
+    const std::string kw = std::to_string(cols);
+    for (const char* dt : {"", "_dtbf16"}) {
+      check("mb1ic1iw70oc5kw" + kw + "sw2" + dt, Gradient::input);
+      if (cols % 3 == 0) check("mb1ic3iw40oc7kw" + std::to_string(cols / 3) + dt, Gradient::input);
+      if (cols % 5 == 0) check("mb1ic1iw300oc70kw" + kw + "sw5" + dt, Gradient::input);
+    }
+    if (HasFatalFailure()) return;
+  }
+}
 TEST(ImplSmallChannels, OperandRounding) {
   check_both("mb2ic3ih9oc20kh3ph1_math1");
   check_both("mb2ic3ih9oc20kh3ph1_math2");

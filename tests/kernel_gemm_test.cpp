@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <cstdint>
@@ -259,6 +260,114 @@ float one_step(const TierGemm& g, float acc0, float a_lo, float a_hi, float b_lo
   g.k.strided(ka);
   EXPECT_EQ(std::memcmp(&acc2[0], &acc[0], sizeof(float)), 0) << g.k.name << ": strided differs from gather";
   return acc[0];
+}
+
+// The strided kernels of each row count (GemmKernels::strided_of_rows) of
+// every family that has them, each as a family of its own: mr = its rows,
+// no gather kernel.
+std::vector<TierGemm> strided_of_rows_kernels(const std::vector<TierGemm>& families) {
+  std::vector<TierGemm> v;
+  for (const TierGemm& g : families) {
+    if (!g.k.strided_of_rows) continue;
+    EXPECT_EQ(g.k.strided_kernel(0), nullptr) << g.k.name;
+    EXPECT_EQ(g.k.strided_kernel(g.k.strided_rows_max + 1), nullptr) << g.k.name;
+    for (int rows = 1; rows <= g.k.strided_rows_max; ++rows) {
+      TierGemm e = g;
+      e.name += ".rows" + std::to_string(rows);
+      e.k.mr = rows;
+      e.k.gather = nullptr;
+      e.k.gather_mr = 0;
+      e.k.strided = g.k.strided_kernel(rows);
+      EXPECT_NE(e.k.strided, nullptr) << e.name;
+      if (e.k.strided) v.push_back(e);
+    }
+  }
+  return v;
+}
+
+TEST(KernelGemm, StridedKernelsOfEveryRowCountAgainstTheContract) {
+  std::mt19937 rng(20261206);
+  int tested = 0;
+  for (bool pairs : {false, true})
+    for (const TierGemm& g : strided_of_rows_kernels(pairs ? bf16_kernels() : gemm_kernels())) {
+      ++tested;
+      SCOPED_TRACE(g.name + " " + g.k.name);
+      for (const Case& c : contract_cases()) {
+        if (c.row_pitch != 0) continue;
+        pairs ? check_pairs(g, false, c, rng) : check(g, false, c, rng);
+        if (HasFatalFailure()) return;
+      }
+    }
+  if (tested == 0) GTEST_SKIP() << "no tier here has strided kernels of each row count";
+}
+
+// Any row count sums each element as `strided` does, bit for bit: rows of a
+// tile of r rows equal the same rows computed one at a time, and so do the
+// rows of the family's mr-row kernel. (A planner's choice of row tiles then
+// cannot change a result.) Inexact data, so the order of the additions shows.
+TEST(KernelGemm, StridedRowCountsGiveTheSameBits) {
+  std::mt19937 rng(20261207);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  int tested = 0;
+  for (bool pairs : {false, true})
+    for (const TierGemm& g : pairs ? bf16_kernels() : gemm_kernels()) {
+      if (!g.k.strided_of_rows) continue;
+      ++tested;
+      SCOPED_TRACE(g.k.name);
+      const int nr = g.k.nr, max_rows = std::max(g.k.strided_rows_max, g.k.mr);
+      // Pairs: two bf16 values of the normal draw per slot.
+      auto draw = [&] {
+        if (!pairs) return dist(rng);
+        auto bf16 = [&] { return static_cast<uint16_t>(std::bit_cast<uint32_t>(dist(rng)) >> 16); };
+        return pair_slot(bf16(), bf16());
+      };
+      // Three runs (one empty), A steps wider than a tile, B steps past nr.
+      const int64_t as = 19, bs = nr + 3;
+      const std::vector<int64_t> len = {37, 0, 5}, a_off = {3, 0, 38 * as}, b_off = {1, 0, 38 * bs};
+      std::vector<float> a(static_cast<size_t>(a_off[2] + 5 * as + max_rows));
+      std::vector<float> b(static_cast<size_t>(b_off[2] + 5 * bs + nr));
+      for (float& x : a) x = draw();
+      for (float& x : b) x = draw();
+      auto run = [&](MicroKernel k, int row0, int rows, std::vector<float>& acc, bool accumulate) {
+        MicroArgs ka;
+        ka.a[0] = a.data() + row0;
+        ka.b = b.data();
+        ka.as = as;
+        ka.bs = bs;
+        ka.a_off = a_off.data();
+        ka.b_off = b_off.data();
+        ka.len = len.data();
+        ka.runs = static_cast<int64_t>(len.size());
+        acc.resize(static_cast<size_t>(rows * nr));
+        ka.acc = acc.data();
+        ka.accumulate = accumulate;
+        k(ka);
+      };
+      std::vector<float> init(static_cast<size_t>(nr));
+      for (float& x : init) x = dist(rng);
+      // Row i alone, from the same initial accumulators.
+      std::vector<std::vector<float>> one(static_cast<size_t>(max_rows));
+      for (int i = 0; i < max_rows; ++i) {
+        one[i] = init;
+        run(g.k.strided_kernel(1), i, 1, one[i], true);
+      }
+      auto expect_rows = [&](const std::vector<float>& acc, int rows, const std::string& what) {
+        for (int i = 0; i < rows; ++i)
+          ASSERT_EQ(std::memcmp(acc.data() + i * nr, one[i].data(), sizeof(float) * nr), 0)
+              << what << ": row " << i << " differs from the 1-row kernel";
+      };
+      for (int rows = 2; rows <= g.k.strided_rows_max; ++rows) {
+        std::vector<float> acc;
+        for (int i = 0; i < rows; ++i) acc.insert(acc.end(), init.begin(), init.end());
+        run(g.k.strided_kernel(rows), 0, rows, acc, true);
+        expect_rows(acc, rows, std::to_string(rows) + " rows");
+      }
+      std::vector<float> acc;
+      for (int i = 0; i < g.k.mr; ++i) acc.insert(acc.end(), init.begin(), init.end());
+      run(g.k.strided, 0, g.k.mr, acc, true);
+      expect_rows(acc, g.k.mr, "the mr-row kernel");
+    }
+  if (tested == 0) GTEST_SKIP() << "no tier here has strided kernels of each row count";
 }
 
 // What the ISA manual defines for vdpbf16ps, which the emulated kernels must

@@ -28,9 +28,7 @@ constexpr KernelConfig with_bf16(KernelConfig c, Isa tier, GemmKernels bf16, Gem
   return c;
 }
 constexpr KernelConfig kAvx512Bf16 =
-    with_bf16(kAvx512, Isa::avx512_bf16,
-              {8, 32, &avx512::bf16_gemm_8x32_gather, &avx512::bf16_gemm_8x32_strided, "bf16_gemm_8x32_avx512"},
-              {16, 16, &avx512::bf16_gemm_12x16_gather, &avx512::bf16_gemm_16x16_strided, "bf16_gemm_16x16_avx512", 12});
+    with_bf16(kAvx512, Isa::avx512_bf16, CONVBWD_AVX512_BF16_GEMM(avx512), CONVBWD_AVX512_BF16_NARROW_GEMM(avx512));
 
 // The avx512_bf16 tier with the AMX-BF16 kernels for bf16 operands
 // (kernels/amx/bf16_gemm_amx.cpp): 16x32 tiles, so the bf16 planners tile by

@@ -83,6 +83,18 @@ struct GemmKernels {
   // seven of them were spilled and reloaded every step.
   int gather_mr = 0;
   int gather_rows() const { return gather_mr > 0 ? gather_mr : mr; }
+  // The strided kernel of exactly `rows` rows, for 1 <= rows <=
+  // strided_rows_max (null outside): nr columns as `strided`, the acc tile
+  // rows x nr, and each element the same sum in the same order, so the bits
+  // do not depend on how rows are tiled. For planners whose rows are a count
+  // the problem fixes (the small-channel data gradient's (channel, tap)
+  // columns): wav2vec2's 10 rounded up to 16 rows of 8x32 tiles, 1.6x the
+  // work. Null on tiers without them (planners then pad to mr).
+  MicroKernel (*strided_of_rows)(int rows) = nullptr;
+  int strided_rows_max = 0;
+  MicroKernel strided_kernel(int rows) const {
+    return strided_of_rows && rows >= 1 && rows <= strided_rows_max ? strided_of_rows(rows) : nullptr;
+  }
 };
 
 // Converts a [channels nc][pixels nw] block of a source image (element

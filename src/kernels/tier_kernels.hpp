@@ -68,7 +68,8 @@
 #define CONVBWD_AVX512_TIER_CONFIG(ns, is_emulated)                                                            \
   ::convbwd::detail::KernelConfig {                                                                            \
     ::convbwd::detail::Isa::avx512, is_emulated,                                                               \
-        {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns},                  \
+        {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns, 0,                \
+         &ns::f32_gemm_x32_strided_of_rows, ::convbwd::detail::kAvx512StridedRowsMax},                         \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                             \
         {16, &ns::depthwise_task, {16, &ns::depthwise_cl_task, &ns::depthwise_cl_fused},                       \
          {8, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}},                                            \
@@ -82,6 +83,19 @@ CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)
 CONVBWD_DECLARE_TIER_KERNELS(avx2, 6x16)
 CONVBWD_DECLARE_TIER_GEMM(avx512, 8x32)
 CONVBWD_DECLARE_TIER_GEMM(avx512_emu, 8x32)
+// The AVX-512 tiers' strided kernels of any row count up to 14 (the most
+// whose 2 x 14 accumulators fit the 32 zmm registers beside the 2 B vectors
+// and a broadcast): GemmKernels::strided_of_rows.
+namespace convbwd::detail {
+constexpr int kAvx512StridedRowsMax = 14;
+}
+#define CONVBWD_DECLARE_STRIDED_OF_ROWS(ns)                 \
+  namespace convbwd::detail::ns {                         \
+  MicroKernel f32_gemm_x32_strided_of_rows(int rows);     \
+  MicroKernel bf16_gemm_x32_strided_of_rows(int rows);    \
+  }
+CONVBWD_DECLARE_STRIDED_OF_ROWS(avx512)
+CONVBWD_DECLARE_STRIDED_OF_ROWS(avx512_emu)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512)
 CONVBWD_DECLARE_TIER_ROW_KERNELS(avx512_emu)
 CONVBWD_DECLARE_TIER_DWCL_KERNELS(avx512)
@@ -108,6 +122,17 @@ CONVBWD_DECLARE_BF16_GEMM_KERNELS(avx512_emu, 8x32)
 
 CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512)
 CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512_emu)
+// The avx512_bf16 tier's pair families (KernelConfig::bf16, bf16_narrow)
+// from namespace ns, for the native config and the emulated one alike.
+#define CONVBWD_AVX512_BF16_GEMM(ns)                                                                     \
+  ::convbwd::detail::GemmKernels {                                                                       \
+    8, 32, &ns::bf16_gemm_8x32_gather, &ns::bf16_gemm_8x32_strided, "bf16_gemm_8x32_" #ns, 0,           \
+        &ns::bf16_gemm_x32_strided_of_rows, ::convbwd::detail::kAvx512StridedRowsMax                     \
+  }
+#define CONVBWD_AVX512_BF16_NARROW_GEMM(ns)                                                              \
+  ::convbwd::detail::GemmKernels {                                                                       \
+    16, 16, &ns::bf16_gemm_12x16_gather, &ns::bf16_gemm_16x16_strided, "bf16_gemm_16x16_" #ns, 12       \
+  }
 // The bf16 pair transpose (Bf16PairsChannelsLast, kernels/gemm.hpp): the
 // portable one, which the tiers without pair kernels name in their configs,
 // and the AVX-512 one.

@@ -19,10 +19,8 @@ const KernelConfig kAvx512Emulated = CONVBWD_AVX512_TIER_CONFIG(avx512_emu, true
 const KernelConfig kAvx512Bf16Emulated = [] {
   KernelConfig c = kAvx512Emulated;
   c.isa = Isa::avx512_bf16;
-  c.bf16 = {8, 32, &avx512_emu::bf16_gemm_8x32_gather, &avx512_emu::bf16_gemm_8x32_strided,
-            "bf16_gemm_8x32_avx512_emu"};
-  c.bf16_narrow = {16, 16, &avx512_emu::bf16_gemm_12x16_gather, &avx512_emu::bf16_gemm_16x16_strided,
-                   "bf16_gemm_16x16_avx512_emu", 12};
+  c.bf16 = CONVBWD_AVX512_BF16_GEMM(avx512_emu);
+  c.bf16_narrow = CONVBWD_AVX512_BF16_NARROW_GEMM(avx512_emu);
   return c;
 }();
 

@@ -68,5 +68,18 @@ void gemm_kernel(const MicroArgs& p) {
     for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + i * NR + j * 16, c[i][j]);
 }
 
+// The strided kernel of `rows` rows (GemmKernels::strided_of_rows), for
+// rows in [R, kMaxStridedRows<NV>] (null past it).
+// MR x NV accumulators, NV B vectors and a broadcast fit 32 zmm registers.
+template <int NV>
+constexpr int kMaxStridedRows = (31 - NV) / NV < kMaxMr ? (31 - NV) / NV : kMaxMr;
+template <class Op, int NV, int R = 1>
+MicroKernel strided_kernel_of_rows(int rows) {
+  if constexpr (R > kMaxStridedRows<NV>)
+    return nullptr;
+  else
+    return rows == R ? &gemm_kernel<Op, R, NV, false> : strided_kernel_of_rows<Op, NV, R + 1>(rows);
+}
+
 }  // namespace
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS
