@@ -19,24 +19,20 @@ constexpr KernelConfig kScalar = CONVBWD_TIER_CONFIG(scalar, Isa::scalar, false,
 constexpr KernelConfig kAvx2 = CONVBWD_TIER_CONFIG(avx2, Isa::avx2, false, 6, 16, 6x16);
 constexpr KernelConfig kAvx512 = CONVBWD_AVX512_TIER_CONFIG(avx512, false);
 
-// The avx512 tier plus the vdpbf16ps pair kernels for bf16 operands
-// (kernels/avx512/bf16_gemm_avx512.cpp); everything else is avx512's.
-constexpr KernelConfig with_bf16(KernelConfig c, Isa tier, GemmKernels bf16, GemmKernels bf16_narrow) {
-  c.isa = tier;
-  c.bf16 = bf16;
-  c.bf16_narrow = bf16_narrow;
-  return c;
-}
-constexpr KernelConfig kAvx512Bf16 =
-    with_bf16(kAvx512, Isa::avx512_bf16, CONVBWD_AVX512_BF16_GEMM(avx512), CONVBWD_AVX512_BF16_NARROW_GEMM(avx512));
+// avx512 plus the vdpbf16ps pair kernels and vcvtneps2bf16 stores (tier_kernels.hpp).
+constexpr KernelConfig kAvx512Bf16 = CONVBWD_AVX512_BF16_TIER_CONFIG(avx512, false);
 
 // The avx512_bf16 tier with the AMX-BF16 kernels for bf16 operands
 // (kernels/amx/bf16_gemm_amx.cpp): 16x32 tiles, so the bf16 planners tile by
 // 16 rows there. No narrow pair family: even half-used, a tile outruns
 // vdpbf16ps many times over (issue 15: 3.3 TFLOP/s per core against 0.24).
-constexpr KernelConfig kAmx =
-    with_bf16(kAvx512Bf16, Isa::amx,
-              {16, 32, &amx::bf16_gemm_16x32_gather, &amx::bf16_gemm_16x32_strided, "bf16_gemm_16x32_amx"}, {});
+constexpr KernelConfig kAmx = [] {
+  KernelConfig c = kAvx512Bf16;
+  c.isa = Isa::amx;
+  c.bf16 = {16, 32, &amx::bf16_gemm_16x32_gather, &amx::bf16_gemm_16x32_strided, "bf16_gemm_16x32_amx"};
+  c.bf16_narrow = {};
+  return c;
+}();
 
 const KernelConfig* native(Isa i) {
   switch (i) {

@@ -133,6 +133,41 @@ CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512_emu)
   ::convbwd::detail::GemmKernels {                                                                       \
     16, 16, &ns::bf16_gemm_12x16_gather, &ns::bf16_gemm_16x16_strided, "bf16_gemm_16x16_" #ns, 12       \
   }
+// The avx512_bf16 tier's row stores: the avx512 tier's, with bf16 rounded
+// by vcvtneps2bf16 (kernels/avx512/store_row_avx512.cpp; the same bits).
+#define CONVBWD_DECLARE_CVTNE_ROW_STORES(ns)                                                                    \
+  namespace convbwd::detail::ns {                                                                             \
+  void store_row_cvtne(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);   \
+  void store_rows_cvtne(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt, \
+                        int64_t index, int64_t row_stride);                                                     \
+  void store_columns_cvtne(const float* src, int64_t src_pitch, int64_t n, int64_t cols, void* base,          \
+                           DataType dt, int64_t index, int64_t col_stride, int64_t pixel_step);                 \
+  }
+
+CONVBWD_DECLARE_CVTNE_ROW_STORES(avx512)
+CONVBWD_DECLARE_CVTNE_ROW_STORES(avx512_emu)
+
+// The avx512_bf16 tier from namespace ns (avx512, or avx512_emu in the
+// tests): the avx512 tier plus the vdpbf16ps pair kernels for bf16
+// operands (kernels/avx512/bf16_gemm_avx512.cpp) and the row stores that
+// round with vcvtneps2bf16; everything else is avx512's.
+namespace convbwd::detail {
+constexpr KernelConfig with_bf16_instructions(KernelConfig c, GemmKernels bf16, GemmKernels bf16_narrow,
+                                              StoreRow store_row, StoreRows store_rows, StoreColumns store_columns) {
+  c.isa = Isa::avx512_bf16;
+  c.bf16 = bf16;
+  c.bf16_narrow = bf16_narrow;
+  c.store_row = store_row;
+  c.store_rows = store_rows;
+  c.store_columns = store_columns;
+  return c;
+}
+}  // namespace convbwd::detail
+#define CONVBWD_AVX512_BF16_TIER_CONFIG(ns, is_emulated)                                                          \
+  ::convbwd::detail::with_bf16_instructions(CONVBWD_AVX512_TIER_CONFIG(ns, is_emulated),                         \
+                                            CONVBWD_AVX512_BF16_GEMM(ns), CONVBWD_AVX512_BF16_NARROW_GEMM(ns), \
+                                            &ns::store_row_cvtne, &ns::store_rows_cvtne, &ns::store_columns_cvtne)
+
 // The bf16 pair transpose (Bf16PairsChannelsLast, kernels/gemm.hpp): the
 // portable one, which the tiers without pair kernels name in their configs,
 // and the AVX-512 one.

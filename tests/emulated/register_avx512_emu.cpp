@@ -15,14 +15,8 @@ namespace {
 const KernelConfig kAvx512Emulated = CONVBWD_AVX512_TIER_CONFIG(avx512_emu, true);
 
 // The avx512_bf16 tier: the same, plus the pair kernels built on simd.hpp's
-// emulation of vdpbf16ps.
-const KernelConfig kAvx512Bf16Emulated = [] {
-  KernelConfig c = kAvx512Emulated;
-  c.isa = Isa::avx512_bf16;
-  c.bf16 = CONVBWD_AVX512_BF16_GEMM(avx512_emu);
-  c.bf16_narrow = CONVBWD_AVX512_BF16_NARROW_GEMM(avx512_emu);
-  return c;
-}();
+// emulation of vdpbf16ps and the row stores on its vcvtneps2bf16.
+const KernelConfig kAvx512Bf16Emulated = CONVBWD_AVX512_BF16_TIER_CONFIG(avx512_emu, true);
 
 // The amx tier: avx512_bf16's emulated config with the AMX kernels on the
 // tile emulator (kernels/amx/tile_emu.hpp) for bf16 operands, as the native

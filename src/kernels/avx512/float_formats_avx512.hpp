@@ -63,6 +63,18 @@ inline __m256i float_to_bf16x16(__m512 v) {
   return _mm512_castsi512_si256(_mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), packed));
 }
 
+// float_to_bf16x16's bits through vcvtneps2bf16 (simd.hpp; the avx512_bf16
+// tier only): one instruction for the twelve above. The instruction reads a
+// denormal as zero, so the lanes holding one (in most vectors none) take
+// float_to_bf16x16's result, which keeps them.
+inline __m256i float_to_bf16x16_cvtne(__m512 v) {
+  const __m512i mag = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 below_normal = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(0x00800000), mag);
+  const __mmask16 denormal = _mm512_mask_test_epi32_mask(below_normal, mag, mag);
+  const __m256i h = cvtne_bf16x16(v);
+  return denormal == 0 ? h : _mm256_mask_blend_epi16(denormal, h, float_to_bf16x16(v));
+}
+
 // round_to_hf32: magnitude + half quantum, low 12 bits dropped (half away
 // from zero); NaN kept NaN by setting the quiet bit.
 inline __m512 round_to_hf32x16(__m512 v) {

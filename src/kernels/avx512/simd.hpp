@@ -98,4 +98,31 @@ inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
 }
 #endif
 
+// fp32 to bf16 as vcvtneps2bf16 converts (the ISA manual's
+// convert_fp32_to_bfloat16), sixteen lanes: round to nearest even (overflow
+// to Inf), NaN quieted (the high half with bit 6 set), and a denormal read
+// as zero, sign kept. Natively the instruction (the avx512_bf16 tier only);
+// SIMDe 0.7.4 has none, so the emulated build follows that definition lane
+// by lane, denormals included, and the callers' handling of them (see
+// float_to_bf16x16_cvtne) is tested on every machine.
+#ifndef CONVBWD_EMULATE_AVX512
+inline __m256i cvtne_bf16x16(__m512 v) { return (__m256i)_mm512_cvtneps_pbh(v); }
+#else
+inline __m256i cvtne_bf16x16(__m512 v) {
+  alignas(64) uint32_t x[16];
+  alignas(32) uint16_t h[16];
+  _mm512_store_si512(x, _mm512_castps_si512(v));
+  for (int i = 0; i < 16; ++i) {
+    const uint32_t u = x[i];
+    if ((u & 0x7f800000u) == 0)
+      h[i] = static_cast<uint16_t>((u >> 16) & 0x8000u);
+    else if ((u & 0x7fffffffu) > 0x7f800000u)
+      h[i] = static_cast<uint16_t>((u >> 16) | 0x40u);
+    else
+      h[i] = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(h));
+}
+#endif
+
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS
