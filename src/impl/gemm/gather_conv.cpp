@@ -46,7 +46,12 @@ struct Phase {
 
 class GatherConvKernel final : public OpKernel {
  public:
-  GatherConvKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+  GatherConvKernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(ctx.threads) {}
+
+  // Plans the kernel for op_ (planning is not construction): false, with
+  // the reason in *why, when it declines; the factory then drops it.
+  bool init(const PlanContext& ctx, std::string* why) {
+    const OpSpec& op = op_;
     const Geometry& g = op.geo;
     const Space sp = space_of(g);
     const bool dgrad = op.op == Op::bwd_data;
@@ -76,8 +81,7 @@ class GatherConvKernel final : public OpKernel {
                                        static_cast<double>(red_) * static_cast<double>(round_up(cols_, nr_)) * 4.0;
     if (packed_weight_bytes > static_cast<double>(workspace_budget(op, ctx))) {
       *why = "the packed weights exceed the workspace budget";
-      ok_ = false;
-      return;
+      return false;
     }
     // The budget follows the tensors, so a hostile layer whose tensors would
     // not fit any memory still passes it: bound the chunk tables themselves
@@ -87,8 +91,7 @@ class GatherConvKernel final : public OpKernel {
     if (reduction_chunks > static_cast<double>(kMaxReductionChunks)) {
       *why = "a reduction of " + std::to_string(sp.taps()) + " taps x " + std::to_string(red_) +
              " channels exceeds " + std::to_string(kMaxReductionChunks) + " chunks of 256 steps";
-      ok_ = false;
-      return;
+      return false;
     }
 
     wp_.v = op.b;
@@ -247,8 +250,7 @@ class GatherConvKernel final : public OpKernel {
     batch_ = batch_limit(n_, budget, weights_floats_, image_floats_, pixels_per_image);
     if (batch_ < 1) {
       *why = "one image's channels-last copy does not fit the workspace budget";
-      ok_ = false;
-      return;
+      return false;
     }
     // At least four tasks per thread where the tiles allow: with one or two
     // per thread the last task decides the time (the 7x7 2048->512 data
@@ -268,9 +270,9 @@ class GatherConvKernel final : public OpKernel {
       int64_t total = 0;
       for (const Phase& ph : phases_) ends.push_back(total += ceil_div(ceil_div(nb * ph.pixels, mr_), tile_group_));
     }
+    return true;
   }
 
-  bool ok() const { return ok_; }
   size_t workspace_bytes() const override {
     return static_cast<size_t>(weights_floats_ + batch_ * image_floats_) * sizeof(float);
   }
@@ -714,7 +716,6 @@ class GatherConvKernel final : public OpKernel {
   int64_t tile_group_ = 16;
   int64_t weights_floats_ = 0, image_floats_ = 0, batch_ = 0;
   int64_t slab_blocks_ = 0;  // > 0: slab mode, blocks per slab (see the constructor)
-  bool ok_ = true;
 };
 
 std::unique_ptr<OpKernel> plan_gather(const OpSpec& op, const PlanContext& ctx, std::string* why, Op want) {
@@ -723,8 +724,8 @@ std::unique_ptr<OpKernel> plan_gather(const OpSpec& op, const PlanContext& ctx, 
     return nullptr;
   }
   if (!supported(op, why)) return nullptr;
-  auto k = std::make_unique<GatherConvKernel>(op, ctx, why);
-  if (!k->ok()) return nullptr;
+  auto k = std::make_unique<GatherConvKernel>(op, ctx);
+  if (!k->init(ctx, why)) return nullptr;
   return k;
 }
 

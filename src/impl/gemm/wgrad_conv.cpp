@@ -32,7 +32,12 @@ namespace {
 
 class WgradKernel final : public OpKernel {
  public:
-  WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+  WgradKernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(ctx.threads) {}
+
+  // Plans the kernel for op_ (planning is not construction): false, with
+  // the reason in *why, when it declines; the factory then drops it.
+  bool init(const PlanContext& ctx, std::string* why) {
+    const OpSpec& op = op_;
     const Geometry& g = op.geo;
     sp_ = space_of(g);
     const KernelConfig& cfg = kernels_for(ctx.isa);
@@ -118,8 +123,7 @@ class WgradKernel final : public OpKernel {
     const Checked tile_buffer = (Checked(tiles_) * (mr_ * nr_)).rounded_up(kAlignFloats);
     if (!tile_buffer.ok()) {
       *why = "the weight gradient's tile buffer overflows 64 bits";
-      ok_ = false;
-      return;
+      return false;
     }
     const Checked all_copies = Checked(n_) * image_floats_;
     // Every image's copies at once: within the batch rule, or within the
@@ -145,11 +149,11 @@ class WgradKernel final : public OpKernel {
                                      kBatchFloats / 2);
     if (batch_ < 1) {
       *why = "one image's channels-last copies do not fit the workspace budget";
-      ok_ = false;
+      return false;
     }
+    return true;
   }
 
-  bool ok() const { return ok_; }
   size_t workspace_bytes() const override {
     return static_cast<size_t>(acc_floats_ + scratch_floats_ + batch_ * image_floats_ + kAlignFloats) * sizeof(float);
   }
@@ -378,7 +382,6 @@ class WgradKernel final : public OpKernel {
   std::vector<int64_t> x_col_;
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
   int64_t acc_floats_ = 0, scratch_floats_ = 0, image_floats_ = 0, batch_ = 0;
-  bool ok_ = true;
   bool one_pass_ = false;
 };
 
@@ -394,8 +397,8 @@ const Implementation kGemmBwdWeightsImpl = {
         return nullptr;
       }
       if (!gemm::supported(op, why)) return nullptr;
-      auto k = std::make_unique<gemm::WgradKernel>(op, ctx, why);
-      if (!k->ok()) return nullptr;
+      auto k = std::make_unique<gemm::WgradKernel>(op, ctx);
+      if (!k->init(ctx, why)) return nullptr;
       return k;
     }};
 

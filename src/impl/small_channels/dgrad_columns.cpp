@@ -56,7 +56,12 @@ constexpr int64_t kMaxChunkChannels = 64;
 
 class DgradKernel final : public OpKernel {
  public:
-  DgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+  DgradKernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(ctx.threads) {}
+
+  // Plans the kernel for op_ (planning is not construction): false, with
+  // the reason in *why, when it declines; the factory then drops it.
+  bool init(const PlanContext& ctx, std::string* why) {
+    const OpSpec& op = op_;
     const Geometry& g = op.geo;
     sp_ = space_of(g);
     const KernelConfig& cfg = gemm::kernels_for(ctx.isa);
@@ -131,16 +136,15 @@ class DgradKernel final : public OpKernel {
     const Checked total = slot * std::max(threads_, 1) + pack;
     if (!total.ok() || total.value() > workspace_budget(op, ctx) / 4) {
       *why = "the per-thread band and dx accumulator exceed the workspace budget";
-      ok_ = false;
-      return;
+      return false;
     }
     acc_floats_ = acc.value();
     pack_floats_ = pack.value();
     tacc_floats_ = tacc.value();
     slot_floats_ = slot.value();
+    return true;
   }
 
-  bool ok() const { return ok_; }
   size_t workspace_bytes() const override {
     return static_cast<size_t>(pack_floats_ + slot_floats_ * std::max(threads_, 1)) * sizeof(float);
   }
@@ -381,7 +385,6 @@ class DgradKernel final : public OpKernel {
   bool band_fp32_ = true;  // the band goes through the fp32 copy (all but planar bf16 pairs)
   int64_t k_steps_ = 0;  // kernel steps over all of K (pairs: half, rounded up)
   std::array<Tap2, 1024> tap2_{};
-  bool ok_ = true;
 };
 
 }  // namespace
@@ -393,8 +396,8 @@ const Implementation kSmallChannelsBwdDataImpl = {
     "small_channels_dgrad",
     [](const OpSpec& op, const PlanContext& ctx, std::string* why) -> std::unique_ptr<OpKernel> {
       if (!small_channels::supported(op, Op::bwd_data, why)) return nullptr;
-      auto k = std::make_unique<small_channels::DgradKernel>(op, ctx, why);
-      if (!k->ok()) return nullptr;
+      auto k = std::make_unique<small_channels::DgradKernel>(op, ctx);
+      if (!k->init(ctx, why)) return nullptr;
       return k;
     }};
 

@@ -44,7 +44,12 @@ constexpr int64_t kChunkPixels = 512;
 
 class WgradKernel final : public OpKernel {
  public:
-  WgradKernel(const OpSpec& op, const PlanContext& ctx, std::string* why) : op_(op), threads_(ctx.threads) {
+  WgradKernel(const OpSpec& op, const PlanContext& ctx) : op_(op), threads_(ctx.threads) {}
+
+  // Plans the kernel for op_ (planning is not construction): false, with
+  // the reason in *why, when it declines; the factory then drops it.
+  bool init(const PlanContext& ctx, std::string* why) {
+    const OpSpec& op = op_;
     const Geometry& g = op.geo;
     sp_ = space_of(g);
     const KernelConfig& cfg = gemm::kernels_for(ctx.isa);
@@ -101,14 +106,13 @@ class WgradKernel final : public OpKernel {
     const Checked total = slot * threads + acc;
     if (!total.ok() || total.value() > budget_floats) {
       *why = "accumulator tiles and per-thread chunk copies exceed the workspace budget";
-      ok_ = false;
-      return;
+      return false;
     }
     acc_floats_ = acc.value();
     slot_floats_ = slot.value();
+    return true;
   }
 
-  bool ok() const { return ok_; }
   size_t workspace_bytes() const override {
     return static_cast<size_t>(acc_floats_ + slot_floats_ * std::max(threads_, 1)) * sizeof(float);
   }
@@ -501,7 +505,6 @@ class WgradKernel final : public OpKernel {
   int64_t pair_steps_ = 0;   // pairs: kernel steps of a full chunk
   int64_t u2_ = 0, copy_row_ = 0;  // the image copy: phase length and row pitch (s2 * u2_ floats)
   int64_t pixels_ = 0, chunk_ = 0, acc_floats_ = 0, slot_floats_ = 0;
-  bool ok_ = true;
 };
 
 }  // namespace
@@ -513,8 +516,8 @@ const Implementation kSmallChannelsBwdWeightsImpl = {
     "small_channels_wgrad",
     [](const OpSpec& op, const PlanContext& ctx, std::string* why) -> std::unique_ptr<OpKernel> {
       if (!small_channels::supported(op, Op::bwd_weights, why)) return nullptr;
-      auto k = std::make_unique<small_channels::WgradKernel>(op, ctx, why);
-      if (!k->ok()) return nullptr;
+      auto k = std::make_unique<small_channels::WgradKernel>(op, ctx);
+      if (!k->init(ctx, why)) return nullptr;
       return k;
     }};
 
