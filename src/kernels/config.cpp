@@ -22,17 +22,8 @@ constexpr KernelConfig kAvx512 = CONVBWD_AVX512_TIER_CONFIG(avx512, false);
 // avx512 plus the vdpbf16ps pair kernels and vcvtneps2bf16 stores (tier_kernels.hpp).
 constexpr KernelConfig kAvx512Bf16 = CONVBWD_AVX512_BF16_TIER_CONFIG(avx512, false);
 
-// The avx512_bf16 tier with the AMX-BF16 kernels for bf16 operands
-// (kernels/amx/bf16_gemm_amx.cpp): 16x32 tiles, so the bf16 planners tile by
-// 16 rows there. No narrow pair family: even half-used, a tile outruns
-// vdpbf16ps many times over (issue 15: 3.3 TFLOP/s per core against 0.24).
-constexpr KernelConfig kAmx = [] {
-  KernelConfig c = kAvx512Bf16;
-  c.isa = Isa::amx;
-  c.bf16 = {16, 32, &amx::bf16_gemm_16x32_gather, &amx::bf16_gemm_16x32_strided, "bf16_gemm_16x32_amx"};
-  c.bf16_narrow = {};
-  return c;
-}();
+// avx512_bf16 with AMX-BF16 tile kernels for bf16 operands (tier_kernels.hpp).
+constexpr KernelConfig kAmx = with_amx_tiles(kAvx512Bf16, CONVBWD_AMX_BF16_GEMM(amx));
 
 const KernelConfig* native(Isa i) {
   switch (i) {

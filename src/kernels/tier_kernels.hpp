@@ -168,6 +168,25 @@ constexpr KernelConfig with_bf16_instructions(KernelConfig c, GemmKernels bf16, 
                                             CONVBWD_AVX512_BF16_GEMM(ns), CONVBWD_AVX512_BF16_NARROW_GEMM(ns), \
                                             &ns::store_row_cvtne, &ns::store_rows_cvtne, &ns::store_columns_cvtne)
 
+// The amx tier: the avx512_bf16 tier's config c with AMX-BF16 kernels
+// (kernels/amx/bf16_gemm_amx.cpp; namespace amx, or amx_emu on the tile
+// emulator of the tests) for bf16 operands: 16x32 tiles, so the bf16
+// planners tile by 16 rows there. No narrow pair family: even half-used, a
+// tile outruns vdpbf16ps many times over (issue 15: 3.3 TFLOP/s per core
+// against 0.24).
+namespace convbwd::detail {
+constexpr KernelConfig with_amx_tiles(KernelConfig c, GemmKernels amx) {
+  c.isa = Isa::amx;
+  c.bf16 = amx;
+  c.bf16_narrow = {};
+  return c;
+}
+}  // namespace convbwd::detail
+#define CONVBWD_AMX_BF16_GEMM(ns)                                                                          \
+  ::convbwd::detail::GemmKernels {                                                                         \
+    16, 32, &ns::bf16_gemm_16x32_gather, &ns::bf16_gemm_16x32_strided, "bf16_gemm_16x32_" #ns              \
+  }
+
 // The bf16 pair transpose (Bf16PairsChannelsLast, kernels/gemm.hpp): the
 // portable one, which the tiers without pair kernels name in their configs,
 // and the AVX-512 one.

@@ -21,13 +21,7 @@ const KernelConfig kAvx512Bf16Emulated = CONVBWD_AVX512_BF16_TIER_CONFIG(avx512_
 // The amx tier: avx512_bf16's emulated config with the AMX kernels on the
 // tile emulator (kernels/amx/tile_emu.hpp) for bf16 operands, as the native
 // amx config is avx512_bf16's with the native AMX kernels.
-const KernelConfig kAmxEmulated = [] {
-  KernelConfig c = kAvx512Bf16Emulated;
-  c.isa = Isa::amx;
-  c.bf16 = {16, 32, &amx_emu::bf16_gemm_16x32_gather, &amx_emu::bf16_gemm_16x32_strided, "bf16_gemm_16x32_amx_emu"};
-  c.bf16_narrow = {};
-  return c;
-}();
+const KernelConfig kAmxEmulated = with_amx_tiles(kAvx512Bf16Emulated, CONVBWD_AMX_BF16_GEMM(amx_emu));
 
 const bool kRegistered = [] {
   if (cpu_has(Isa::avx2)) {
