@@ -28,13 +28,27 @@ inline __m256i first_halves(const uint16_t* p, int64_t n) {
   return load_first_epi16(p, n);
 }
 
+// Stores the first `lanes` lanes of slot vector v at dst.
+inline void store_slot(__m512i v, int64_t lanes, uint32_t* dst) {
+  float* const o = reinterpret_cast<float*>(dst);
+  if (lanes == 16) _mm512_storeu_ps(o, _mm512_castsi512_ps(v));
+  else store_partial16(o, _mm512_castsi512_ps(v), lanes);
+}
+
 // Stores slot vectors r[0 .. slots) at dst + s*pitch, their first `lanes` lanes.
 inline void store_slots(const __m512i* r, int64_t slots, int64_t lanes, uint32_t* dst, int64_t pitch) {
-  for (int64_t s = 0; s < slots; ++s) {
-    float* const o = reinterpret_cast<float*>(dst + s * pitch);
-    if (lanes == 16) _mm512_storeu_ps(o, _mm512_castsi512_ps(r[s]));
-    else store_partial16(o, _mm512_castsi512_ps(r[s]), lanes);
-  }
+  for (int64_t s = 0; s < slots; ++s) store_slot(r[s], lanes, dst + s * pitch);
+}
+
+// The pair words of two rows' 16 elements (lo the low halves), by one
+// 16-bit interleave per 128-bit lane: lane i holds element
+// kPairWordElement[i] (elements 0-3, 8-11, 4-7, 12-15), an order the
+// transposes undo by where they store each slot. Three shuffles where
+// widening both rows and merging them took eight, more than the 16 x 16
+// transpose itself (the bf16 data gradients' channel-pair copies).
+constexpr int64_t kPairWordElement[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+inline __m512i pair_words(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi16(lo, hi)), _mm256_unpackhi_epi16(lo, hi), 1);
 }
 
 // Asks for the line kAhead elements on in a row that has `left` elements
@@ -68,9 +82,9 @@ inline void transpose(__m512i* r) {
   for (int i = 0; i < 16; ++i) r[i] = _mm512_castps_si512(f[i]);
 }
 
-// The transpose of a half block: a[p] lane e holds pair p (< 8) of element
-// e (< 16); slot e of the result is a[0..8) lane e, eight 32-bit lanes,
-// stored for slots [0, tn) and lanes [0, pn). 4 x 4 transposes within each
+// The transpose of a half block: a[p] lane i holds pair p (< 8) of element
+// kPairWordElement[i]; slot e of the result is a[0..8) at that element,
+// eight 32-bit lanes, stored for slots [0, tn) and lanes [0, pn). 4 x 4 transposes within each
 // 128-bit lane of pairs 0-3 and of pairs 4-7, then each slot's two quarters
 // joined by one two-source permute per pair of slots: 24 shuffles where the
 // 16 x 16 transpose takes 64, half of them on zero registers (16-channel
@@ -98,10 +112,10 @@ inline void transpose_store_half(const __m512i* a, int64_t tn, int64_t pn, uint3
   for (int k = 0; k < 4; ++k) {
     const __m512i s01 = _mm512_permutex2var_epi64(q[0][k], lanes01, q[1][k]);
     const __m512i s23 = _mm512_permutex2var_epi64(q[0][k], lanes23, q[1][k]);
-    store(k, _mm512_castsi512_si256(s01));
-    store(4 + k, _mm512_extracti64x4_epi64(s01, 1));
-    store(8 + k, _mm512_castsi512_si256(s23));
-    store(12 + k, _mm512_extracti64x4_epi64(s23, 1));
+    store(kPairWordElement[k], _mm512_castsi512_si256(s01));
+    store(kPairWordElement[4 + k], _mm512_extracti64x4_epi64(s01, 1));
+    store(kPairWordElement[8 + k], _mm512_castsi512_si256(s23));
+    store(kPairWordElement[12 + k], _mm512_extracti64x4_epi64(s23, 1));
   }
 }
 
@@ -159,17 +173,18 @@ bool bf16_pairs_channels_last(const uint16_t* src, int64_t cstride, int64_t rows
             prefetch_ahead(src + even * cstride + e0, len - e0);
             if (even + 1 < rows) prefetch_ahead(src + (even + 1) * cstride + e0, len - e0);
           }
-          const __m512i lo = widen16(first_halves(src + even * cstride + e0, en));
-          const __m512i hi = even + 1 < rows ? widen16(first_halves(src + (even + 1) * cstride + e0, en))
-                                             : _mm512_setzero_si512();
-          r[p] = checked(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+          const __m256i lo = first_halves(src + even * cstride + e0, en);
+          const __m256i hi =
+              even + 1 < rows ? first_halves(src + (even + 1) * cstride + e0, en) : _mm256_setzero_si256();
+          r[p] = checked(pair_words(lo, hi));
         }
         if (pn <= 8) {
           transpose_store_half(r, en, pn, dst + e0 * pitch + p0, pitch);
           continue;
         }
         transpose(r);
-        store_slots(r, en, pn, dst + e0 * pitch + p0, pitch);
+        for (int i = 0; i < 16; ++i)
+          if (const int64_t e = kPairWordElement[i]; e < en) store_slot(r[i], pn, dst + (e0 + e) * pitch + p0);
       }
     }
   }
