@@ -715,7 +715,7 @@ class GatherConvKernel final : public OpKernel {
   std::vector<int64_t> task_ends_full_, task_ends_tail_;  // running task counts per phase
   int64_t tile_group_ = 16;
   int64_t weights_floats_ = 0, image_floats_ = 0, batch_ = 0;
-  int64_t slab_blocks_ = 0;  // > 0: slab mode, blocks per slab (see the constructor)
+  int64_t slab_blocks_ = 0;  // > 0: slab mode, blocks per slab (see init)
 };
 
 std::unique_ptr<OpKernel> plan_gather(const OpSpec& op, const PlanContext& ctx, std::string* why, Op want) {

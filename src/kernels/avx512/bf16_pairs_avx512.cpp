@@ -84,13 +84,14 @@ inline void transpose(__m512i* r) {
 
 // The transpose of a half block: a[p] lane i holds pair p (< 8) of element
 // kPairWordElement[i]; slot e of the result is a[0..8) at that element,
-// eight 32-bit lanes, stored for slots [0, tn) and lanes [0, pn). 4 x 4 transposes within each
-// 128-bit lane of pairs 0-3 and of pairs 4-7, then each slot's two quarters
-// joined by one two-source permute per pair of slots: 24 shuffles where the
-// 16 x 16 transpose takes 64, half of them on zero registers (16-channel
-// groups, 8 pairs: the copy was 11% of the g8 128@28 bf16 data gradient).
+// eight 32-bit lanes, stored for slots [0, tn) and lanes [0, pn). 4 x 4
+// transposes within each 128-bit lane of pairs 0-3 and of pairs 4-7, then
+// each slot's two quarters joined by one two-source permute per pair of
+// slots: 24 shuffles where the 16 x 16 transpose takes 64, half of them on
+// zero registers (16-channel groups, 8 pairs: the copy was 11% of the g8
+// 128@28 bf16 data gradient).
 inline void transpose_store_half(const __m512i* a, int64_t tn, int64_t pn, uint32_t* dst, int64_t pitch) {
-  __m512i q[2][4];  // q[h][k] 128-bit lane L: element 4L + k of pairs 4h .. 4h+3
+  __m512i q[2][4];  // q[h][k] 128-bit lane L: input lane 4L + k of pairs 4h .. 4h+3
   for (int h = 0; h < 2; ++h) {
     const __m512i* const b = a + 4 * h;
     const __m512i t0 = _mm512_unpacklo_epi32(b[0], b[1]), t1 = _mm512_unpackhi_epi32(b[0], b[1]);
@@ -100,14 +101,11 @@ inline void transpose_store_half(const __m512i* a, int64_t tn, int64_t pn, uint3
     q[h][2] = _mm512_unpacklo_epi64(t1, t3);
     q[h][3] = _mm512_unpackhi_epi64(t1, t3);
   }
-  // Slots 4L + k and 4(L+1) + k for L = 0 and 2: lane L of both halves, then lane L + 1.
+  // Input lanes 4L + k and 4(L+1) + k for L = 0 and 2: lane L of both halves, then lane L + 1.
   const __m512i lanes01 = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
   const __m512i lanes23 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
   auto store = [&](int64_t slot, __m256i v) {
-    if (slot >= tn) return;
-    uint32_t* const o = dst + slot * pitch;
-    if (pn == 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v);
-    else store_partial16(reinterpret_cast<float*>(o), _mm512_castsi512_ps(_mm512_castsi256_si512(v)), pn);
+    if (slot < tn) store_slot(_mm512_castsi256_si512(v), pn, dst + slot * pitch);
   };
   for (int k = 0; k < 4; ++k) {
     const __m512i s01 = _mm512_permutex2var_epi64(q[0][k], lanes01, q[1][k]);
