@@ -260,6 +260,43 @@ TEST(KernelAddRow, SameBitsAsPortableWithNothingOutsideWritten) {
   }
 }
 
+// The shifted pair words (kernels/interleave_pairs.hpp), on the portable
+// build and every vector tier: word i is word i's high half over word i +
+// pitch's low half, the last `pitch` words with a zero high half, checked
+// against that definition element by element (halves chosen so that a
+// swapped or unshifted half shows), over lengths across the vector tails,
+// pitches below, at and past a vector, unaligned starts, and nothing written
+// outside the row.
+TEST(KernelShiftPairWords, EachWordJoinsItsHighHalfToTheLowHalfAPitchOn) {
+  std::vector<std::pair<std::string, ShiftPairWords>> kernels = {{"portable", scalar::shift_pair_words}};
+  for (Isa isa : vector_tiers()) kernels.emplace_back(tier_name(isa), kernel_config(isa).shift_pair_words);
+  std::mt19937_64 rng(12);
+  for (const auto& [name, shift] : kernels) {
+    ASSERT_NE(shift, nullptr) << name;
+    for (int64_t pitch : {1, 7, 16, 19})
+      for (int64_t start : {0, 1, 3})
+        for (int64_t n = 0; n <= 80; ++n) {
+          const size_t len = static_cast<size_t>(start + n + 1);
+          std::vector<uint32_t> src(len), got(len);
+          for (uint32_t& w : src) w = static_cast<uint32_t>(rng());
+          for (uint32_t& w : got) w = static_cast<uint32_t>(rng());
+          const std::vector<uint32_t> canary = got;
+          shift(src.data() + start, n, pitch, got.data() + start);
+          for (size_t i = 0; i < len; ++i) {
+            const int64_t k = static_cast<int64_t>(i) - start;
+            uint32_t expect = canary[i];
+            if (k >= 0 && k < n) {
+              const uint32_t high_half_of_this = src[i] >> 16;
+              const uint32_t low_half_pitch_on = k + pitch < n ? src[i + static_cast<size_t>(pitch)] & 0xffffu : 0u;
+              expect = high_half_of_this | low_half_pitch_on << 16;
+            }
+            ASSERT_EQ(got[i], expect) << name << " n " << n << " pitch " << pitch << " start " << start << " word "
+                                      << k << (k >= 0 && k < n ? "" : " (outside the row)");
+          }
+        }
+  }
+}
+
 // The pair-row interleave (kernels/interleave_pairs.hpp): it moves bits, so
 // every tier must give the portable build's words (NaN payloads and
 // subnormals as they are), with and without the odd row, over lengths across

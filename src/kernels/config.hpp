@@ -80,6 +80,8 @@ struct KernelConfig {
   AddRow add_row = nullptr;
   // Two bf16 rows as pair words (kernels/interleave_pairs.hpp).
   InterleavePairRows interleave_pair_rows = nullptr;
+  // Pair words shifted by one element (kernels/interleave_pairs.hpp).
+  ShiftPairWords shift_pair_words = nullptr;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

@@ -28,6 +28,7 @@
   bool any_nonfinite(const float* p, int64_t n);                                                            \
   void add_row(float* dst, const float* src, int64_t n);                                                    \
   void interleave_pair_rows(const uint16_t* even, const uint16_t* odd, int64_t n, uint32_t* dst);          \
+  void shift_pair_words(const uint32_t* src, int64_t n, int64_t pitch, uint32_t* dst);                    \
   void depthwise_task(const DwPlan& p, const void* a, const void* b, void* dst, int64_t task, float* scratch); \
   void bias_task(const BiasPlan& p, const void* a, void* dst, float* partials, int64_t task);               \
   }
@@ -55,7 +56,7 @@
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
         {8, &ns::depthwise_task, {8, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}}, {8, &ns::bias_task}, \
         {}, {}, {}, &ns::store_rows, &::convbwd::detail::scalar::bf16_pairs_channels_last, &ns::store_columns, \
-        &ns::add_row, &ns::interleave_pair_rows                                                             \
+        &ns::add_row, &ns::interleave_pair_rows, &ns::shift_pair_words                                         \
   }
 
 // The AVX-512 tier from namespace ns (avx512, or avx512_emu in the tests):
@@ -76,7 +77,7 @@
         {16, &ns::bias_task},                                                                                  \
         {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12},          \
         {}, {}, &ns::store_rows, &ns::bf16_pairs_channels_last, &ns::store_columns, &ns::add_row,              \
-        &ns::interleave_pair_rows                                                                              \
+        &ns::interleave_pair_rows, &ns::shift_pair_words                                                       \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)

@@ -132,15 +132,26 @@ bool PixelPairCopy::adjacent_pairs(const Strides& st) const {
   return step == 1 && st.sp[2] == 1;
 }
 
+bool PixelPairCopy::odd_class_derived(int64_t c_hi) const {
+  return first.size() == 2 && first[0] == 0 && first[1] == 1 && step == 1 && 2 * slots >= c_hi;
+}
+
 void PixelPairCopy::copy_adjacent_pairs(const uint16_t* base, int64_t block_row, int64_t nc, int64_t c_lo,
                                         int64_t c_hi, uint32_t* out, bool zero_nonfinite, bool* found) const {
   const Strides st = strides_of(v, spatial);
   const int64_t classes = static_cast<int64_t>(first.size());
+  const bool derive_odd = odd_class_derived(c_hi);
   bool nonfinite = false;
   // Stored row e1, class m: slots (e1 * classes + m) * slots + q of `out`.
   for (int64_t e1 = 0; e1 < ext[1]; ++e1)
     for (int64_t m = 0; m < classes; ++m) {
       uint32_t* const o = out + (e1 * classes + m) * slots * cp;
+      if (m == 1 && derive_odd) {
+        // Slot q + 1 of class 0 is cp words on; past its last slot, the low
+        // half is column 2 * slots: padding (odd_class_derived).
+        shift_pair_words(o - slots * cp, slots * cp, cp, o);
+        continue;
+      }
       const int64_t x1 = e1 - lo[1];
       if (x1 < 0 || x1 >= src[1] || c_lo >= c_hi) {
         std::memset(o, 0, static_cast<size_t>(slots * cp) * sizeof(uint32_t));

@@ -224,6 +224,7 @@ struct PixelPairCopy {
   ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
   AnyNonfinite check = scalar::any_nonfinite;         // likewise
   Bf16PairsChannelsLast pairs_channels_last = scalar::bf16_pairs_channels_last;  // likewise
+  ShiftPairWords shift_pair_words = scalar::shift_pair_words;                    // likewise
 
   // Classes and slots for rows of `pixels` output pixels, output pixel o
   // of tap column r < taps reading column r*dilation + o*step.
@@ -254,6 +255,18 @@ struct PixelPairCopy {
   void copy_adjacent_pairs(const uint16_t* base, int64_t block_row, int64_t nc, int64_t c_lo, int64_t c_hi,
                            uint32_t* out, bool zero_nonfinite, bool* found) const;
   bool adjacent_pairs(const Strides& st) const;
+  // Whether class 1 (columns 2q + 1 and 2q + 2, taps at odd columns with
+  // step 1: the middle tap of a 3x3) is made from class 0 (columns 2q and
+  // 2q + 1) of the same stored row, where class 0 was just copied:
+  // slot q of class 1 is the high half of class 0's slot q and the low
+  // half of its slot q + 1, a shift and an or per word where a copy
+  // transposes the source again. Valid when class 0's slots hold every
+  // stored column with data (2 * slots >= c_hi): then class 1's elements are
+  // all class 0's, already checked for NaN/Inf (and zeroed when asked), and
+  // the column past class 0's last slot is padding. Why: the pixel-pair
+  // copies were 22% of the g8 128@28 bf16 weight gradient on one thread
+  // (and 17% of 3x3 64@56's), a third of them class 1 of x.
+  bool odd_class_derived(int64_t c_hi) const;
 };
 
 // Whether a bf16 value is NaN or +-Inf (its exponent all ones): the test

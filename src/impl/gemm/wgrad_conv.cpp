@@ -84,7 +84,7 @@ class WgradKernel final : public OpKernel {
     // Where runs start and step (build_runs): a row of dy, a row of x, the
     // first element of a tap column in an x row, the kernel's A and B steps.
     if (pairs_) {
-      set_pair_copies(g);
+      set_pair_copies(g, cfg);
     } else {
       dy_row_ = sp_.y[2] * dy_.cp;
       x_row_ = x_.ext[2] * x_.cp;
@@ -323,7 +323,7 @@ class WgradKernel final : public OpKernel {
   // The pair copies (bf16 pair kernels), with the extents of the fp32 ones:
   // dy as pairs of neighbouring pixels (8 channels a block on the AVX512_BF16
   // kernel's 8x32 tile), x as pairs s columns apart, classed by tap column.
-  void set_pair_copies(const Geometry& g) {
+  void set_pair_copies(const Geometry& g, const KernelConfig& cfg) {
     dyp_.v = dy_.v;
     dyp_.spatial = xp_.spatial = g.spatial;
     dyp_.groups = xp_.groups = g.groups;
@@ -333,6 +333,7 @@ class WgradKernel final : public OpKernel {
     dyp_.step = 1;
     dyp_.convert = xp_.convert = dy_.convert;
     dyp_.pairs_channels_last = xp_.pairs_channels_last = dy_.pairs_channels_last;
+    dyp_.shift_pair_words = xp_.shift_pair_words = cfg.shift_pair_words;
     dyp_.check = xp_.check = dy_.check;
     dyp_.set_columns(1, 1, sp_.y[2]);
     xp_.v = x_.v;

@@ -8,4 +8,8 @@ void avx2::interleave_pair_rows(const uint16_t* even, const uint16_t* odd, int64
   interleave_pair_rows_body(even, odd, n, dst);
 }
 
+void avx2::shift_pair_words(const uint32_t* src, int64_t n, int64_t pitch, uint32_t* dst) {
+  shift_pair_words_body(src, n, pitch, dst);
+}
+
 }  // namespace convbwd::detail

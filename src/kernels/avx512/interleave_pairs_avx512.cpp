@@ -12,4 +12,8 @@ void interleave_pair_rows(const uint16_t* even, const uint16_t* odd, int64_t n, 
   interleave_pair_rows_body(even, odd, n, dst);
 }
 
+void shift_pair_words(const uint32_t* src, int64_t n, int64_t pitch, uint32_t* dst) {
+  shift_pair_words_body(src, n, pitch, dst);
+}
+
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS
