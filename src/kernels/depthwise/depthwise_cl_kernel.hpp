@@ -106,9 +106,10 @@ struct DwClKernel : DwViewRows<V> {
   // burst of a whole task's prefetches fills the miss queue and stalls.
   // Plane mode writes the output with non-temporal stores, which need no
   // line in the cache: fetching it would only add a read of the whole
-  // output (a third more memory traffic on a depthwise gradInput). Where it
-  // copies the planes instead (an output that stays in cache), fetching the
-  // output ran 0.96x-0.97x (dw 96@56 N4, dw s2 192@28 N8, Zen 4).
+  // output (a third more memory traffic on a depthwise gradInput). For an
+  // output that stays in cache, fetching it ran 0.96x-0.97x (dw 96@56 N4,
+  // dw s2 192@28 N8, Zen 4; measured when those planes were copied out,
+  // before direct_planes wrote them in place).
   static void prefetch_task_share(const DwClPlan& p, const void* a, void* dst, int64_t t, int64_t r, int64_t rows) {
     if (t >= p.tasks) return;
     const Chans ch = chans(p, t % p.blocks);
@@ -184,11 +185,29 @@ struct DwClKernel : DwViewRows<V> {
     return p.report_nonfinite && V::any_nonfinite(wt, nk * p.cg * ks);
   }
 
-  // A channels-last row of `count` pixels back to NCHW: row r of each
-  // channel's plane buffer (plane mode), or straight into the view.
+  // Plane mode with an output that stays in the cache (not streamed) and a
+  // full block of channels: the transposed rows go straight into the output
+  // planes, each row's vector tail spilling into the rows after it in its
+  // own plane, which are written next. The last rows, whose tail would
+  // reach past the plane (into the next channel's, or past the tensor), go
+  // through tmp as in row mode. Why: copying the finished planes out was a
+  // fifth of the fp32 depthwise layer's time on one thread; written in
+  // place, dw 96@56 N4 ran 1.08x and its gradInput 1.15x-1.2x, dw s2 192@28
+  // N8 1.07x-1.11x (2 threads, Zen 4, alternated).
+  static bool direct_planes(const DwClPlan& p, int64_t nv) { return p.plane_stride && !p.stream_planes && nv == W; }
+
+  // A channels-last row of `count` pixels (row r of `rows`) back to NCHW:
+  // straight into the output planes (direct_planes), into row r of each
+  // channel's plane buffer (plane mode otherwise), or through tmp into the
+  // view (row mode).
   static void unpack_row(const DwClPlan& p, const float* row, int64_t count, int64_t count_round, void* dst, int64_t off,
-                         int64_t nv, float* tmp, int64_t r, float* planes) {
-    if (p.plane_stride) {
+                         int64_t nv, float* tmp, int64_t r, float* planes, int64_t rows) {
+    if (direct_planes(p, nv) && r * count + count_round <= rows * count) {
+      float* const out = static_cast<float*>(dst) + off;
+      for (int64_t j = 0; j < count_round; j += W) V::transpose_block(row + j * W, W, out + j, p.dst.sc);
+      return;
+    }
+    if (p.plane_stride && !direct_planes(p, nv)) {
       // The columns past `count` land on row r+1, written next, or in the
       // slack after the plane.
       for (int64_t j = 0; j < count_round; j += W)
@@ -208,11 +227,12 @@ struct DwClKernel : DwViewRows<V> {
   // Plane mode: each channel's finished plane goes out in one contiguous
   // row. Streamed (p.stream_planes), its non-temporal stores skip the
   // read-for-ownership of lines that are overwritten whole (a third of a
-  // depthwise gradInput's memory traffic); an output that fits in the
-  // last-level cache is copied instead, and stays there for its reader.
+  // depthwise gradInput's memory traffic). An output that fits in the
+  // last-level cache stays there for its reader: written in place
+  // (direct_planes), or copied here for a block short of W channels.
   static void flush_planes(const DwClPlan& p, const float* planes, void* dst, int64_t n, int64_t ch0, int64_t nv,
                            int64_t plane) {
-    if (!p.plane_stride) return;
+    if (!p.plane_stride || direct_planes(p, nv)) return;
     const DwView& v = p.dst;
     float* const out = static_cast<float*>(dst) + v.off + n * v.sn + ch0 * v.sc;
     if (!p.stream_planes) {
@@ -287,7 +307,7 @@ struct DwClKernel : DwViewRows<V> {
         const DwView& v = p.dst;
         // tmp rows are rewritten in full (yw_round columns) before each store.
         unpack_row(p, orow, p.yw, p.yw_round, dst, v.off + n * v.sn + ch.out0 * v.sc + od * v.sd + oh * v.sh, ch.nout,
-                   tmp, od * p.yh + oh, s + p.off_plane);
+                   tmp, od * p.yh + oh, s + p.off_plane, p.yd * p.yh);
       }
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.yd * p.yh * p.yw);
     return nonfinite;
@@ -476,7 +496,7 @@ struct DwClKernel : DwViewRows<V> {
         }
         const DwView& v = p.dst;
         unpack_row(p, xrow, p.xw, p.xw_round, dst, v.off + n * v.sn + ch.out0 * v.sc + id * v.sd + ih * v.sh, ch.nout,
-                   tmp, id * p.xh + ih, s + p.off_plane);
+                   tmp, id * p.xh + ih, s + p.off_plane, p.xd * p.xh);
       }
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
   }
