@@ -259,7 +259,7 @@ struct PixelPairCopy {
   // step 1: the middle tap of a 3x3) is made from class 0 (columns 2q and
   // 2q + 1) of the same stored row, where class 0 was just copied:
   // slot q of class 1 is the high half of class 0's slot q and the low
-  // half of its slot q + 1, a shift and an or per word where a copy
+  // half of its slot q + 1, two shifts and an or per word where a copy
   // transposes the source again. Valid when class 0's slots hold every
   // stored column with data (2 * slots >= c_hi): then class 1's elements are
   // all class 0's, already checked for NaN/Inf (and zeroed when asked), and
