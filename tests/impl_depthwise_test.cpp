@@ -22,6 +22,7 @@
 #include "reference/reference.hpp"
 #include "runtime/cpu.hpp"
 #include "runtime/thread_pool.hpp"
+#include "util/guarded.hpp"
 #include "util/tensor.hpp"
 #include "util/tiers.hpp"
 
@@ -356,23 +357,22 @@ struct Direct {
     // here, not only where it happens to corrupt something.
     std::vector<unsigned char> out = outs[static_cast<size_t>(g)].storage;
     const size_t storage = out.size();
-    out.resize(storage + kGuardBytes, kGuardPoison);
+    out.resize(storage + kGuardBytes, kPoison);
     detail::OpArgs args;
     operands(g, &args.a, &args.b);
     args.dst = out.data();
     args.workspace = ws.data();
     k->run(args, pool);
     for (size_t i = storage; i < out.size(); ++i)
-      if (out[i] != kGuardPoison) {
+      if (out[i] != kPoison) {
         ADD_FAILURE() << problem.descriptor() << " " << impl.name << " " << tier_name(detail::kernel_config(isa))
-                      << ": wrote " << (i - storage) << " bytes past the output's storage";
+                      << ": wrote byte " << (i - storage) << " after the output's storage";
         break;
       }
     out.resize(storage);
     return out;
   }
-  static constexpr size_t kGuardBytes = 256;
-  static constexpr unsigned char kGuardPoison = 0xCD;
+  static constexpr size_t kGuardBytes = GuardedBuffer::kGuardBytes;
 
   std::vector<unsigned char> reference(Gradient g) const {
     const detail::OpSpec op = spec.op_for(g);
