@@ -65,9 +65,9 @@ class WgradKernel final : public OpKernel {
     dy_.groups = g.groups;
     dy_.cg = g.k;
     dy_.cp = mr_;
-    dy_.convert = x_.convert = kernels_for(ctx.isa).to_channels_last;
-    dy_.check = x_.check = kernels_for(ctx.isa).any_nonfinite;
-    dy_.pairs_channels_last = x_.pairs_channels_last = kernels_for(ctx.isa).bf16_pairs_channels_last;
+    dy_.convert = x_.convert = cfg.to_channels_last;
+    dy_.check = x_.check = cfg.any_nonfinite;
+    dy_.pairs_channels_last = x_.pairs_channels_last = cfg.bf16_pairs_channels_last;
     dy_.src = dy_.ext = sp_.y;
     // x: channels-last, padded, channels rounded up to whole 16-vectors.
     x_.v = op.b;
