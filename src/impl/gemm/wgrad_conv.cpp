@@ -133,9 +133,14 @@ class WgradKernel final : public OpKernel {
         batch_limit(n_, budget, acc_floats_ + kAlignFloats + scratch_floats_, image_floats_, sp_.y_pixels()) == n_ ||
         (all_copies.ok() && all_copies.value() <= tile_buffer.value() &&
          all_copies.value() <= budget - acc_floats_ - kAlignFloats - scratch_floats_);
-    one_pass_ = rows_all <= kMaxRuns && rows_all * row_steps_ <= chunk_steps(kOnePassSteps) && copies_fit;
-    if (one_pass_) rows_per_chunk_ = rows_all;
-    else acc_floats_ = tile_buffer.value();
+    one_pass_ = rows_all <= kMaxRuns && rows_all * row_steps_ <= chunk_steps(kOnePassSteps) && copies_fit &&
+                sp_.taps() * rows_all <= kMaxCachedRuns;
+    if (one_pass_) {
+      rows_per_chunk_ = rows_all;
+      cache_tap_runs(rows_all);
+    } else {
+      acc_floats_ = tile_buffer.value();
+    }
     // Chunked, the tiles rest in the buffer across batches, so a smaller
     // batch costs one more pass over them per batch and no re-copy: copies
     // of up to 2 MiB instead of 4. Measured gradWeight alone, 2 threads, 8
@@ -188,10 +193,10 @@ class WgradKernel final : public OpKernel {
       });
       if (one_pass_)
         pool.parallel_for(tasks_, threads_, [&](int64_t t, int thread) {
-          compute(acc + thread * mr_ * nr_, xs, dys, nb, true, t, args.dst);
+          compute_one_pass(acc + thread * mr_ * nr_, xs, dys, t, args.dst);
         });
       else
-        pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute(acc, xs, dys, nb, n0 == 0, t); });
+        pool.parallel_for(tasks_, threads_, [&](int64_t t, int) { compute_chunked(acc, xs, dys, nb, n0 == 0, t); });
     }
     if (!one_pass_)
       pool.parallel_for(tasks_, threads_, [&](int64_t t, int) {
@@ -212,6 +217,9 @@ class WgradKernel final : public OpKernel {
   // and 0.86x (DeepLab) of the chunked time; 2048 steps (DCGAN 128->64),
   // 1.23x.
   static constexpr int64_t kOnePassSteps = 1600;
+  // The most runs one pass caches (taps x rows, 24 bytes each: 768 KB),
+  // so that a kernel of very many taps cannot make the plan large.
+  static constexpr int64_t kMaxCachedRuns = 1 << 15;
 
   // Tasks own whole (group, c-block, tap) units, all k-tiles of each, when
   // the units divide evenly among them, so a task's x panel stays in L1
@@ -219,9 +227,13 @@ class WgradKernel final : public OpKernel {
   // whole units of uneven counts (3x3 64@56: 18 units, tasks of 4, 5, 4 and
   // 5 on 2 threads) left one thread idle for a tenth of the time, and a unit
   // split between two tasks streams its x panel once more.
+  //
+  // In one pass the taps are the innermost tiles instead, so the units are
+  // (group, c-block, k-tile), their taps sharing the dy panel.
   int64_t task_begin(int64_t t) const {
-    const int64_t units = tiles_ / kt_;
-    if (units % tasks_ == 0) return units * t / tasks_ * kt_;
+    const int64_t inner = one_pass_ ? sp_.taps() : kt_;
+    const int64_t units = tiles_ / inner;
+    if (units % tasks_ == 0) return units * t / tasks_ * inner;
     return tiles_ * t / tasks_;
   }
 
@@ -235,11 +247,22 @@ class WgradKernel final : public OpKernel {
   // near L2). With the taps outermost the lines came back once per sweep
   // over every c-block (DCGAN: 8 MB), and 28% of the time went to those
   // stores.
+  //
+  // In one pass, where every tile is stored as soon as its single kernel
+  // call returns, the taps come last, (g, c-block, k-tile, tap): the next
+  // tile writes the neighbouring element of the same lines, still in L1.
+  // Through L2 the stores were a sixth of DCGAN 512->256's gradWeight on
+  // one thread of a Zen 3 (a scalar store per element, each line missing
+  // L1); the dy panel now stays in L1 across the taps and the x panel moves.
   struct Tile {
     int64_t g, cb, tap, kt;
   };
   Tile tile_at(int64_t tl) const {
     const int64_t taps = sp_.taps();
+    if (one_pass_) {
+      const int64_t tap = tl % taps, kt = (tl / taps) % kt_, cb = (tl / (kt_ * taps)) % ct_;
+      return {tl / (kt_ * taps * ct_), cb, tap, kt};
+    }
     const int64_t kt = tl % kt_, tap = (tl / kt_) % taps, cb = (tl / (kt_ * taps)) % ct_;
     return {tl / (kt_ * taps * ct_), cb, tap, kt};
   }
@@ -250,17 +273,39 @@ class WgradKernel final : public OpKernel {
   // channels-last copies each step touched two new cache lines at a large
   // pixel pitch, and the kernel ran latency-bound at half its speed.
   //
-  // With dst (one pass), acc is the calling thread's single tile, stored to
-  // dst as soon as its one kernel call returns; else acc holds every tile.
-  void compute(float* acc, const float* xs, const float* dys, int64_t nb, bool first_batch, int64_t task,
-               void* dst = nullptr) const {
-    const int64_t lo = task_begin(task), hi = task_begin(task + 1);
-    const int64_t taps = sp_.taps();
-    const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
-    int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
+  // One pass: each tile's whole sum is one kernel call into the calling
+  // thread's single tile, stored to dst as soon as the call returns.
+  void compute_one_pass(float* tile, const float* xs, const float* dys, int64_t task, void* dst) const {
     MicroArgs ka;
     ka.as = as_;
     ka.bs = bs_;
+    ka.acc = tile;
+    for (int64_t tl = task_begin(task); tl < task_begin(task + 1); ++tl) {
+      const Tile t = tile_at(tl);
+      const TapRuns& r = tap_runs_[static_cast<size_t>(t.tap)];
+      ka.a_off = r.a_off.data();
+      ka.b_off = r.b_off.data();
+      ka.len = r.len.data();
+      ka.runs = static_cast<int64_t>(r.len.size());
+      // The cached runs are group 0's: a group's copies follow the previous
+      // group's, so it starts a whole image further on.
+      ka.a[0] = dys + t.g * dy_image() + t.kt * (pairs_ ? dyp_.block_floats() : dy_.block_floats());
+      ka.b = xs + t.g * x_image() + t.cb * (pairs_ ? xp_.block_floats() : x_.block_floats());
+      kern_(ka);
+      store(dst, tile, tl);
+    }
+  }
+
+  // Chunked: acc holds every tile, each summed chunk by chunk of rows.
+  void compute_chunked(float* acc, const float* xs, const float* dys, int64_t nb, bool first_batch,
+                       int64_t task) const {
+    const int64_t lo = task_begin(task), hi = task_begin(task + 1);
+    const int64_t taps = sp_.taps();
+    const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
+    MicroArgs ka;
+    ka.as = as_;
+    ka.bs = bs_;
+    int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
     ka.a_off = a_off;
     ka.b_off = b_off;
     ka.len = len;
@@ -276,10 +321,9 @@ class WgradKernel final : public OpKernel {
         }
         ka.a[0] = dys + t.kt * (pairs_ ? dyp_.block_floats() : dy_.block_floats());
         ka.b = xs + t.cb * (pairs_ ? xp_.block_floats() : x_.block_floats());
-        ka.acc = dst ? acc : acc + tl * mr_ * nr_;
+        ka.acc = acc + tl * mr_ * nr_;
         ka.accumulate = !(first_batch && row0 == 0);
         kern_(ka);
-        if (dst) store(dst, acc, tl);
       }
     }
   }
@@ -315,6 +359,20 @@ class WgradKernel final : public OpKernel {
       ++runs;
     }
     return runs;
+  }
+
+  // One pass: every tap's runs over all rows, built once here instead of
+  // per tile, since with the taps innermost the runs change every tile.
+  void cache_tap_runs(int64_t rows_all) {
+    int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
+    tap_runs_.resize(static_cast<size_t>(sp_.taps()));
+    for (int64_t tap = 0; tap < sp_.taps(); ++tap) {
+      const int64_t runs = build_runs(0, rows_all, 0, tap, a_off, b_off, len);
+      TapRuns& r = tap_runs_[static_cast<size_t>(tap)];
+      r.a_off.assign(a_off, a_off + runs);
+      r.b_off.assign(b_off, b_off + runs);
+      r.len.assign(len, len + runs);
+    }
   }
 
   int64_t dy_image() const { return pairs_ ? dyp_.image_floats() : dy_.image_floats(); }
@@ -384,6 +442,11 @@ class WgradKernel final : public OpKernel {
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
   int64_t acc_floats_ = 0, scratch_floats_ = 0, image_floats_ = 0, batch_ = 0;
   bool one_pass_ = false;
+  // One pass: each tap's runs for group 0 (cache_tap_runs).
+  struct TapRuns {
+    std::vector<int64_t> a_off, b_off, len;
+  };
+  std::vector<TapRuns> tap_runs_;
 };
 
 }  // namespace
