@@ -25,6 +25,26 @@ namespace convbwd::detail {
 
 namespace {
 
+// The extents of g as 3D, right-aligned: a 1D layer's are the width fields,
+// its depth and height 1. (Validation has made every padding >= 0.)
+void set_extents(DwExtents& e, const Geometry& g) {
+  int64_t* const xs[3] = {&e.xd, &e.xh, &e.xw};
+  int64_t* const ys[3] = {&e.yd, &e.yh, &e.yw};
+  int64_t* const ks[3] = {&e.kd, &e.kh, &e.kw};
+  int64_t* const ss[3] = {&e.sd, &e.sh, &e.sw};
+  int64_t* const ds[3] = {&e.dd, &e.dh, &e.dw};
+  int64_t* const ps[3] = {&e.pd, &e.ph, &e.pw};
+  for (int i = 0; i < g.spatial; ++i) {
+    const int j = 3 - g.spatial + i;
+    *xs[j] = g.xsize[i];
+    *ys[j] = g.ysize[i];
+    *ks[j] = g.ksize[i];
+    *ss[j] = g.stride[i];
+    *ds[j] = g.dilation[i];
+    *ps[j] = g.pad_before[i];
+  }
+}
+
 // Groups up to this many channels per side take the direct path; larger ones
 // have enough reuse for the GEMM implementations.
 constexpr int64_t kMaxGroupChannels = 16;
@@ -162,21 +182,7 @@ std::unique_ptr<OpKernel> plan_depthwise(const OpSpec& op, const PlanContext& ct
   p.c = g.c;
   p.k = g.k;
   const int sp = g.spatial;
-  int64_t* xs[3] = {&p.xd, &p.xh, &p.xw};
-  int64_t* ys[3] = {&p.yd, &p.yh, &p.yw};
-  int64_t* kss[3] = {&p.kd, &p.kh, &p.kw};
-  int64_t* ss[3] = {&p.sd, &p.sh, &p.sw};
-  int64_t* ds[3] = {&p.dd, &p.dh, &p.dw};
-  int64_t* ps[3] = {&p.pd, &p.ph, &p.pw};
-  for (int i = 0; i < sp; ++i) {
-    const int j = 3 - sp + i;
-    *xs[j] = g.xsize[i];
-    *ys[j] = g.ysize[i];
-    *kss[j] = g.ksize[i];
-    *ss[j] = g.stride[i];
-    *ds[j] = g.dilation[i];
-    *ps[j] = g.pad_before[i];
-  }
+  set_extents(p, g);
   if (p.kd * p.kh > kDwMaxRowTaps) {
     *why = "more than " + std::to_string(kDwMaxRowTaps) + " depth x height kernel taps";
     return nullptr;
@@ -466,25 +472,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   p.cin = op.op == Op::bwd_data ? g.k : g.c;
   p.cout = op.op == Op::fwd ? g.k : g.c;
   const int sp = g.spatial;
-  int64_t* xs[3] = {&p.xd, &p.xh, &p.xw};
-  int64_t* ys[3] = {&p.yd, &p.yh, &p.yw};
-  int64_t* kss[3] = {&p.kd, &p.kh, &p.kw};
-  int64_t* ss[3] = {&p.sd, &p.sh, &p.sw};
-  int64_t* ds[3] = {&p.dd, &p.dh, &p.dw};
-  int64_t* ps[3] = {&p.pd, &p.ph, &p.pw};
-  for (int i = 0; i < sp; ++i) {
-    const int j = 3 - sp + i;
-    if (g.pad_before[i] < 0) {
-      *why = "negative padding";
-      return nullptr;
-    }
-    *xs[j] = g.xsize[i];
-    *ys[j] = g.ysize[i];
-    *kss[j] = g.ksize[i];
-    *ss[j] = g.stride[i];
-    *ds[j] = g.dilation[i];
-    *ps[j] = g.pad_before[i];
-  }
+  set_extents(p, g);
   const int64_t ks = p.kd * p.kh * p.kw;
   if (p.kd * p.kh > kDwMaxRowTaps || ks > 4096) {
     *why = "more than " + std::to_string(kDwMaxRowTaps) + " depth x height kernel taps or 4096 taps";

@@ -16,7 +16,7 @@
 
 namespace convbwd::detail {
 
-struct DwClPlan {
+struct DwClPlan : DwExtents {
   Op op = Op::fwd;
   OperandRounding rounding = OperandRounding::none;
   int64_t lanes = 8;  // channels per block: the kernels' vector width W
@@ -27,8 +27,6 @@ struct DwClPlan {
   bool grouped = false;
   int64_t cg = 1, kg = 1;      // channels per group: x side, y side
   int64_t cin = 1, cout = 1;   // per group on the op's input and output side
-  int64_t xd = 1, xh = 1, xw = 1, yd = 1, yh = 1, yw = 1, kd = 1, kh = 1, kw = 1;
-  int64_t sd = 1, sh = 1, sw = 1, dd = 1, dh = 1, dw = 1, pd = 0, ph = 0, pw = 0;
   DwView a, b, dst;
 
   // The padded channels-last input plane (x for fwd and bwd_weights, dy for

@@ -37,16 +37,20 @@ struct DwView {
   bool zero_nonfinite = false;
 };
 
-struct DwPlan {
+// The layer's extents as 3D (depth, height, width), which both depthwise
+// plans (this one and DwClPlan) start from: 1D/2D have leading extents of 1.
+struct DwExtents {
+  int64_t xd = 1, xh = 1, xw = 1, yd = 1, yh = 1, yw = 1, kd = 1, kh = 1, kw = 1;
+  int64_t sd = 1, sh = 1, sw = 1, dd = 1, dh = 1, dw = 1, pd = 0, ph = 0, pw = 0;
+};
+
+struct DwPlan : DwExtents {
   // Floats per vector of the tier's kernel (KernelConfig::depthwise.lanes):
   // every row buffer and padded width below is sized by it.
   int64_t lanes = 8;
   Op op = Op::fwd;
   OperandRounding rounding = OperandRounding::none;
   int64_t n = 0, groups = 0, c = 0, k = 0;
-  // Sizes as 3D (depth, height, width); 1D/2D have leading extents of 1.
-  int64_t xd = 1, xh = 1, xw = 1, yd = 1, yh = 1, yw = 1, kd = 1, kh = 1, kw = 1;
-  int64_t sd = 1, sh = 1, sw = 1, dd = 1, dh = 1, dw = 1, pd = 0, ph = 0, pw = 0;
   DwView a, b, dst;
 
   // Packed x rows (fwd, bwd_weights): each x row is split into `sw` phase rows
