@@ -28,26 +28,12 @@ int oracle_threads(const Options& o) {
 CaseResult run_check(const Problem& given, const std::string& desc, const Options& o) {
   CaseResult res;
   const auto t_start = std::chrono::steady_clock::now();
-  std::mt19937_64 rng(o.seed);
-  HostTensor go = make_host(given.grad_output.dtype, given.grad_output.dims);
-  HostTensor in = make_host(given.input.dtype, given.input.dims);
-  HostTensor w = make_host(given.weight.dtype, given.weight.dims);
-  for (HostTensor* t : {&go, &in, &w}) fill(*t, o.fill, rng);
-
-  Problem p = given;
-  p.grad_output = go.desc();
-  p.input = in.desc();
-  p.weight = w.desc();
-  HostTensor outs[3];
-  TensorDesc* out_desc[3] = {&p.grad_input, &p.grad_weight, &p.grad_bias};
-  for (int i = 0; i < 3; ++i) {
-    if (!p.output_mask[i]) continue;
-    const auto g = static_cast<Gradient>(i);
-    // 0xFF bytes are NaN in every float format: an element the plan does not
-    // write cannot pass.
-    outs[i] = make_host(p.gradient_dtype(g), p.gradient_dims(g), 0xFF);
-    *out_desc[i] = outs[i].desc();
-  }
+  // Outputs of 0xFF bytes, NaN in every float format: an element the plan
+  // does not write cannot pass.
+  HostProblem h = make_host_problem(given, o.fill, o.seed, 0xFF);
+  const Problem& p = h.problem;
+  const HostTensor &go = h.grad_output, &in = h.input, &w = h.weight;
+  HostTensor(&outs)[3] = h.outs;
   auto plan = Plan::create(p);
   if (!plan) {
     print_error(desc + ": " + plan.error().message);
@@ -55,7 +41,7 @@ CaseResult run_check(const Problem& given, const std::string& desc, const Option
     return res;
   }
   Workspace ws = make_workspace(plan->workspace_size());
-  const Bound bound = bind(go, in, w, outs);
+  const Bound bound = h.bound();
   const auto t0 = std::chrono::steady_clock::now();
   const Error e = plan->execute(bound.buffers, bound.sizes, ws.ptr.get(), ws.bytes);
   const double exec_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

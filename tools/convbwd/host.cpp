@@ -46,6 +46,28 @@ void fill(HostTensor& t, Fill kind, std::mt19937_64& rng) {
   }
 }
 
+HostProblem make_host_problem(const Problem& given, Fill kind, uint64_t seed, unsigned char out_byte) {
+  HostProblem h;
+  std::mt19937_64 rng(seed);
+  h.grad_output = make_host(given.grad_output.dtype, given.grad_output.dims);
+  h.input = make_host(given.input.dtype, given.input.dims);
+  h.weight = make_host(given.weight.dtype, given.weight.dims);
+  for (HostTensor* t : {&h.grad_output, &h.input, &h.weight}) fill(*t, kind, rng);
+  Problem& p = h.problem;
+  p = given;
+  p.grad_output = h.grad_output.desc();
+  p.input = h.input.desc();
+  p.weight = h.weight.desc();
+  TensorDesc* out_desc[3] = {&p.grad_input, &p.grad_weight, &p.grad_bias};
+  for (int i = 0; i < 3; ++i) {
+    if (!p.output_mask[i]) continue;
+    const auto g = static_cast<Gradient>(i);
+    h.outs[i] = make_host(p.gradient_dtype(g), p.gradient_dims(g), out_byte);
+    *out_desc[i] = h.outs[i].desc();
+  }
+  return h;
+}
+
 Bound bind(const HostTensor& grad_output, const HostTensor& input, const HostTensor& weight, HostTensor (&outs)[3]) {
   Bound b;
   b.buffers = Buffers{grad_output.data(), input.data(), weight.data(), outs[0].data(), outs[1].data(), outs[2].data()};

@@ -52,4 +52,17 @@ enum class Fill {
 // with contiguous layouts.
 void fill(HostTensor& t, Fill kind, std::mt19937_64& rng);
 
+// The seeded data of check and perf mode: given's operands as contiguous
+// tensors filled from one generator seeded with `seed` (gradOutput, input,
+// weight, in that order), each output the mask asks for filled with
+// `out_byte`, and `problem`, given with these tensors' descriptors.
+struct HostProblem {
+  Problem problem;
+  HostTensor grad_output, input, weight;
+  HostTensor outs[3];
+
+  Bound bound() { return bind(grad_output, input, weight, outs); }
+};
+HostProblem make_host_problem(const Problem& given, Fill kind, uint64_t seed, unsigned char out_byte = 0);
+
 }  // namespace convbwd::cli

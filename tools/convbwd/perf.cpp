@@ -14,23 +14,8 @@ namespace convbwd::cli {
 
 CaseResult run_perf(const Problem& given, const std::string& desc, const Options& o) {
   CaseResult res;
-  std::mt19937_64 rng(o.seed);
-  HostTensor go = make_host(given.grad_output.dtype, given.grad_output.dims);
-  HostTensor in = make_host(given.input.dtype, given.input.dims);
-  HostTensor w = make_host(given.weight.dtype, given.weight.dims);
-  for (HostTensor* t : {&go, &in, &w}) fill(*t, Fill::uniform, rng);
-  Problem p = given;
-  p.grad_output = go.desc();
-  p.input = in.desc();
-  p.weight = w.desc();
-  HostTensor outs[3];
-  TensorDesc* out_desc[3] = {&p.grad_input, &p.grad_weight, &p.grad_bias};
-  for (int i = 0; i < 3; ++i) {
-    if (!p.output_mask[i]) continue;
-    const auto g = static_cast<Gradient>(i);
-    outs[i] = make_host(p.gradient_dtype(g), p.gradient_dims(g));
-    *out_desc[i] = outs[i].desc();
-  }
+  HostProblem h = make_host_problem(given, Fill::uniform, o.seed);
+  const Problem& p = h.problem;
   auto plan = Plan::create(p);
   if (!plan) {
     print_error(desc + ": " + plan.error().message);
@@ -38,7 +23,7 @@ CaseResult run_perf(const Problem& given, const std::string& desc, const Options
     return res;
   }
   Workspace ws = make_workspace(plan->workspace_size());
-  const Bound bound = bind(go, in, w, outs);
+  const Bound bound = h.bound();
   // --cold-cache: a buffer twice the size of a large L3, rewritten before
   // each run. One byte is read back so the writes cannot be dropped.
   std::vector<unsigned char> evict(o.cold_cache ? size_t{64} << 20 : 0);
