@@ -287,10 +287,8 @@ class WgradKernel final : public OpKernel {
       ka.b_off = r.b_off.data();
       ka.len = r.len.data();
       ka.runs = static_cast<int64_t>(r.len.size());
-      // The cached runs are group 0's: a group's copies follow the previous
-      // group's, so it starts a whole image further on.
-      ka.a[0] = dys + t.g * dy_image() + t.kt * (pairs_ ? dyp_.block_floats() : dy_.block_floats());
-      ka.b = xs + t.g * x_image() + t.cb * (pairs_ ? xp_.block_floats() : x_.block_floats());
+      ka.a[0] = dy_panel(dys, t);
+      ka.b = x_panel(xs, t);
       kern_(ka);
       store(dst, tile, tl);
     }
@@ -300,7 +298,6 @@ class WgradKernel final : public OpKernel {
   void compute_chunked(float* acc, const float* xs, const float* dys, int64_t nb, bool first_batch,
                        int64_t task) const {
     const int64_t lo = task_begin(task), hi = task_begin(task + 1);
-    const int64_t taps = sp_.taps();
     const int64_t rows_total = nb * sp_.y[0] * sp_.y[1];
     MicroArgs ka;
     ka.as = as_;
@@ -314,13 +311,12 @@ class WgradKernel final : public OpKernel {
       int64_t built_for = -1;
       for (int64_t tl = lo; tl < hi; ++tl) {
         const Tile t = tile_at(tl);
-        const int64_t unit = t.g * taps + t.tap;
-        if (unit != built_for) {
-          ka.runs = build_runs(row0, rows, t.g, t.tap, a_off, b_off, len);
-          built_for = unit;
+        if (t.tap != built_for) {
+          ka.runs = build_runs(row0, rows, t.tap, a_off, b_off, len);
+          built_for = t.tap;
         }
-        ka.a[0] = dys + t.kt * (pairs_ ? dyp_.block_floats() : dy_.block_floats());
-        ka.b = xs + t.cb * (pairs_ ? xp_.block_floats() : x_.block_floats());
+        ka.a[0] = dy_panel(dys, t);
+        ka.b = x_panel(xs, t);
         ka.acc = acc + tl * mr_ * nr_;
         ka.accumulate = !(first_batch && row0 == 0);
         kern_(ka);
@@ -328,11 +324,12 @@ class WgradKernel final : public OpKernel {
     }
   }
 
-  // Runs of one chunk of output rows for group g and tap: one run per row,
-  // merged when a row continues exactly where the previous one ended (1x1
-  // stride-1 unpadded layers become a single run per chunk).
-  int64_t build_runs(int64_t row0, int64_t rows, int64_t g, int64_t tap, int64_t* a_off, int64_t* b_off,
-                     int64_t* len) const {
+  // Runs of one chunk of output rows for a tap: one run per row, merged
+  // when a row continues exactly where the previous one ended (1x1 stride-1
+  // unpadded layers become a single run per chunk). Offsets are group 0's:
+  // a group's copies follow the previous group's, a whole image further on
+  // (dy_panel, x_panel), so every group's runs are the same.
+  int64_t build_runs(int64_t row0, int64_t rows, int64_t tap, int64_t* a_off, int64_t* b_off, int64_t* len) const {
     const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
     const int64_t ys = sp_.y[0] * sp_.y[1];
     const int64_t dy_img = dy_image(), x_img = x_image();
@@ -345,8 +342,8 @@ class WgradKernel final : public OpKernel {
       // has no run: the first and last rows of a 3x3 pad-1 layer's edge taps.
       const int64_t x0 = o0 * sp_.s[0] + r0 * sp_.d[0] - x_.lo[0], x1 = o1 * sp_.s[1] + r1 * sp_.d[1] - x_.lo[1];
       if (x0 < 0 || x0 >= x_.src[0] || x1 < 0 || x1 >= x_.src[1]) continue;
-      const int64_t a = (i * groups_ + g) * dy_img + (o0 * sp_.y[1] + o1) * dy_row_;
-      const int64_t b = (i * groups_ + g) * x_img +
+      const int64_t a = i * groups_ * dy_img + (o0 * sp_.y[1] + o1) * dy_row_;
+      const int64_t b = i * groups_ * x_img +
                         ((o0 * sp_.s[0] + r0 * sp_.d[0]) * x_.ext[1] + o1 * sp_.s[1] + r1 * sp_.d[1]) * x_row_ +
                         x_col_[static_cast<size_t>(r2)];
       if (runs > 0 && a == a_off[runs - 1] + len[runs - 1] * as_ && b == b_off[runs - 1] + len[runs - 1] * bs_) {
@@ -367,7 +364,7 @@ class WgradKernel final : public OpKernel {
     int64_t a_off[kMaxRuns], b_off[kMaxRuns], len[kMaxRuns];
     tap_runs_.resize(static_cast<size_t>(sp_.taps()));
     for (int64_t tap = 0; tap < sp_.taps(); ++tap) {
-      const int64_t runs = build_runs(0, rows_all, 0, tap, a_off, b_off, len);
+      const int64_t runs = build_runs(0, rows_all, tap, a_off, b_off, len);
       TapRuns& r = tap_runs_[static_cast<size_t>(tap)];
       r.a_off.assign(a_off, a_off + runs);
       r.b_off.assign(b_off, b_off + runs);
@@ -377,6 +374,14 @@ class WgradKernel final : public OpKernel {
 
   int64_t dy_image() const { return pairs_ ? dyp_.image_floats() : dy_.image_floats(); }
   int64_t x_image() const { return pairs_ ? xp_.image_floats() : x_.image_floats(); }
+  // Where tile t's A (its k-tile's dy block) and B (its c-block's x block)
+  // start in the first image's copies of its group; the runs add the rest.
+  const float* dy_panel(const float* dys, const Tile& t) const {
+    return dys + t.g * dy_image() + t.kt * (pairs_ ? dyp_.block_floats() : dy_.block_floats());
+  }
+  const float* x_panel(const float* xs, const Tile& t) const {
+    return xs + t.g * x_image() + t.cb * (pairs_ ? xp_.block_floats() : x_.block_floats());
+  }
 
   // The pair copies (bf16 pair kernels), with the extents of the fp32 ones:
   // dy as pairs of neighbouring pixels (8 channels a block on the AVX512_BF16
@@ -442,7 +447,7 @@ class WgradKernel final : public OpKernel {
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
   int64_t acc_floats_ = 0, scratch_floats_ = 0, image_floats_ = 0, batch_ = 0;
   bool one_pass_ = false;
-  // One pass: each tap's runs for group 0 (cache_tap_runs).
+  // One pass: each tap's runs (cache_tap_runs).
   struct TapRuns {
     std::vector<int64_t> a_off, b_off, len;
   };
