@@ -74,16 +74,16 @@ MUTANTS = [
      "ka.accumulate = !one_pass_ && !(p0 == 0);",
      "the planar 1x1 weight gradient forgets earlier images when it takes several passes"),
     ("fp8_skips_first_column", "src/impl/fp8_direct/fp8_direct_impl.cpp",
-     "if (i2 >= 0 && i2 < x_[2]) *out += wv * lut_a_[x[row + i2 * xs_[2]]];",
-     "if (i2 > 0 && i2 < x_[2]) *out += wv * lut_a_[x[row + i2 * xs_[2]]];",
+     "out[o2] += wv * lut_a_[x[row + i2 * xs_[2]]];",
+     "if (i2 > 0) out[o2] += wv * lut_a_[x[row + i2 * xs_[2]]];",
      "the fp8 transposed gradInput drops every product of the image's first column"),
     ("reference_dgrad_ignores_stride_phase", "src/reference/reference.cpp",
      "if (t < 0 || t % s.s[d] != 0 || t / s.s[d] >= s.y[d]) return;",
      "if (t < 0 || t / s.s[d] >= s.y[d]) return;",
      "the reference's data gradient takes taps that fall between strided positions"),
     ("small_channels_dgrad_short_tail", "src/impl/small_channels/dgrad_columns.cpp",
-     "const int64_t rows = std::min<int64_t>(mr_, np - pt);",
-     "const int64_t rows = std::min<int64_t>(mr_, np - pt) - (np - pt < mr_ && np - pt > 1);",
+     "const size_t bytes = static_cast<size_t>(std::min<int64_t>(nr_, np - pt)) * sizeof(float);",
+     "const size_t bytes = static_cast<size_t>(std::min<int64_t>(nr_, np - pt) - (np - pt < nr_ && np - pt > 1)) * sizeof(float);",
      "the small-channel data gradient leaves the last pixel of a short tile tail out"),
     ("gemm_gather_tail_tile_extra_row", "src/impl/gemm/gather_conv.cpp",
      "row_count[j] = static_cast<int>(std::min<int64_t>(mr_, batch_pixels - tl * mr_));",
@@ -94,7 +94,7 @@ MUTANTS = [
      "  if (false)\n    for (int64_t j = 0; j < width; ++j)",
      "the small-channel bf16 pair copies leave an odd chunk's last pair unwritten"),
     ("small_channels_dgrad_pair_pack_unzeroed", "src/impl/small_channels/dgrad_columns.cpp",
-     "std::memset(d, 0, static_cast<size_t>(k_steps_ * nr_) * sizeof(uint32_t));",
+     "std::memset(d, 0, static_cast<size_t>(k_steps_ * cols_pad_) * sizeof(uint32_t));",
      "(void)d;",
      "the small-channel data gradient's bf16 weight pairs keep stale workspace past the last column and an odd K"),
     ("depthwise_cl_wide_blocks_drop_a_bit", "src/kernels/avx512/depthwise_simd_avx512.hpp",
@@ -241,17 +241,35 @@ def write_table(rows, out, planned):
         open(out, "w").write(text)
 
 
+def stale_mutants(tree, mutants):
+    """Every search text must name one place of the tree: a stale mutant (the
+    code moved on) is an error to fix, not a silent pass. Returns one
+    message per mutant that does not."""
+    stale = []
+    for name, path, search, _, _ in mutants:
+        n = open(os.path.join(tree, path)).read().count(search)
+        if n != 1:
+            stale.append(f"mutant {name}: the search text occurs {n} times in {path} (expected exactly once)")
+    return stale
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scratch", default="/tmp/convbwd-mutate")
     ap.add_argument("--only", nargs="*", help="names of the mutants to run (default: all)")
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--check", action="store_true",
+                    help="only check that every mutant's search text occurs once in this tree (a ctest runs it)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "mutation.md"), help="table file, or - for stdout")
     args = ap.parse_args()
     if args.list:
         for m in MUTANTS:
             print(f"{m[0]:40s} {m[1]}: {m[4]}")
         return 0
+    if args.check:
+        stale = stale_mutants(ROOT, MUTANTS)
+        print("\n".join(stale) if stale else f"all {len(MUTANTS)} mutants name one place of the tree")
+        return 1 if stale else 0
     chosen = [m for m in MUTANTS if not args.only or m[0] in args.only]
     unknown = set(args.only or []) - {m[0] for m in MUTANTS}
     if unknown:
@@ -262,12 +280,9 @@ def main():
     os.makedirs(src, exist_ok=True)
     open(log, "w").close()
     copy_tree(src)
-    # Every search text must name one place of the current tree: a stale
-    # mutant (the code moved on) is an error to fix, not a silent pass.
-    for name, path, search, _, _ in chosen:
-        n = open(os.path.join(src, path)).read().count(search)
-        if n != 1:
-            sys.exit(f"mutant {name}: the search text occurs {n} times in {path} (expected exactly once)")
+    stale = stale_mutants(src, chosen)
+    if stale:
+        sys.exit("\n".join(stale))
 
     print(f"scratch tree {src}, log {log}", flush=True)
     rc, out, _ = run(["cmake", "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
