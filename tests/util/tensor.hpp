@@ -54,6 +54,11 @@ struct HostTensor {
   int64_t storage_index(int64_t i) const;
 };
 
+// The first storage element outside t's view whose bytes are no longer the
+// canary make_tensor wrote (something wrote past or between the view's
+// elements), or -1.
+int64_t first_written_outside_view(const HostTensor& t);
+
 HostTensor make_tensor(DataType dtype, const std::vector<int64_t>& dims, Layout layout);
 void fill(HostTensor& t, Fill kind, std::mt19937_64& rng);
 
