@@ -196,7 +196,10 @@ def copy_tree(dst):
 
 def ctest(build, log, scalar):
     env = dict(os.environ)
-    cmd = ["ctest", "--test-dir", build, "-j", str(os.cpu_count() or 2), "--timeout", "300"]
+    # Without the check of the mutants' own search texts: in a mutated tree
+    # the planted one is gone by design, so it would "catch" every mutant.
+    cmd = ["ctest", "--test-dir", build, "-j", str(os.cpu_count() or 2), "--timeout", "300",
+           "-E", "^mutants_name_one_place_each$"]
     if scalar:
         env["CONVBWD_ISA"] = "scalar"
         cmd += ["-L", "isa"]
