@@ -108,14 +108,7 @@ ConvParams random_params(const Features& f, std::mt19937_64& rng) {
       p.pad_after.push_back(pa);
       p.output_padding.push_back(op);
     }
-    bool ok = true;
-    for (int d = 0; d < sp; ++d) {
-      const int64_t extent = p.dilation[d] * (p.kernel[d] - 1) + 1;
-      if (!p.transposed && p.in[d] + p.pad_before[d] + p.pad_after[d] < extent) ok = false;
-    }
-    if (!ok) continue;
-    for (int64_t o : p.output_dims()) ok &= o >= 1;
-    if (ok) return p;
+    if (p.well_formed()) return p;
   }
 }
 

@@ -115,13 +115,7 @@ ConvParams random_params(Family f, std::mt19937_64& rng) {
     p.cin = p.groups * cg;
     p.cout = p.groups * kg;
     for (int d = 0; d < p.spatial; ++d) draw_dim(p, f, pick(rng, lo, hi), rng);
-    bool ok = true;
-    for (int d = 0; d < p.spatial && !p.transposed; ++d)
-      ok &= p.in[d] + p.pad_before[d] + p.pad_after[d] >= p.dilation[d] * (p.kernel[d] - 1) + 1;
-    if (!ok) continue;
-    const std::vector<int64_t> out = p.output_dims();
-    for (size_t i = 2; i < out.size(); ++i) ok &= out[i] >= 1;
-    if (ok) return p;
+    if (p.well_formed()) return p;
   }
 }
 

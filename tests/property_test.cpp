@@ -66,13 +66,7 @@ ConvParams random_geometry(int spatial, bool transposed, int empty, std::mt19937
       c.pad_after.push_back(asym ? pick(0, 2) : c.pad_before.back());
       c.output_padding.push_back(transposed ? pick(0, s - 1) : 0);
     }
-    bool ok = true;
-    for (int d = 0; d < spatial && !transposed; ++d)
-      ok &= c.in[d] + c.pad_before[d] + c.pad_after[d] >= c.dilation[d] * (c.kernel[d] - 1) + 1;
-    if (!ok) continue;
-    const auto out = c.output_dims();
-    for (size_t i = 2; i < out.size(); ++i) ok &= out[i] >= 1;
-    if (ok) return c;
+    if (c.well_formed()) return c;
   }
 }
 

@@ -74,8 +74,7 @@ inline int64_t workspace_budget(const OpSpec& op, const PlanContext& ctx) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   const int64_t scale = std::max(ctx.budget_scale, 1);
   auto held = [&](const View& t) {
-    Checked span(1);  // elements from the view's first to its last, inclusive
-    for (int i = 0; i < t.rank; ++i) span = span + Checked(t.dims[i] - 1) * t.strides[i];
+    const Checked span = t.last_index() - t.offset + 1;  // elements from the view's first to its last
     const int64_t elements = std::min(t.elements(), span.value_or(kMax));
     return (Checked(elements) * static_cast<int64_t>(size_of(t.dtype)) * scale).value_or(kMax);
   };

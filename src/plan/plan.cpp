@@ -90,8 +90,7 @@ struct Range {
 
 Range byte_range(const void* base, const View& v) {
   if (!base || v.empty()) return {};
-  int64_t last = v.offset;
-  for (int i = 0; i < v.rank; ++i) last += (v.dims[i] - 1) * v.strides[i];
+  const int64_t last = v.last_index().value();
   const auto es = static_cast<int64_t>(size_of(v.dtype));
   const auto b = reinterpret_cast<uintptr_t>(base);
   return {b + static_cast<uintptr_t>(v.offset * es), b + static_cast<uintptr_t>((last + 1) * es)};
@@ -102,10 +101,7 @@ Range byte_range(const void* base, const View& v) {
 // checked sum overflow anyway, no buffer is large enough.
 int64_t elements_needed(const View& v) {
   if (v.empty()) return 0;
-  Checked last(v.offset);
-  for (int i = 0; i < v.rank; ++i) last = last + Checked(v.dims[i] - 1) * v.strides[i];
-  last = last + 1;
-  return last.ok() ? last.value() : std::numeric_limits<int64_t>::max();
+  return (v.last_index() + 1).value_or(std::numeric_limits<int64_t>::max());
 }
 
 bool overlap(Range a, Range b) { return !a.empty() && !b.empty() && a.lo < b.hi && b.lo < a.hi; }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "convbwd/convbwd.hpp"
+#include "problem/checked.hpp"
 
 namespace convbwd::detail {
 
@@ -28,6 +29,14 @@ struct View {
     return n;
   }
   bool empty() const { return elements() == 0; }
+  // The storage index of the last element a non-empty view reaches: offset +
+  // sum of (dims - 1) * strides. Checked, because validate() asks it of views
+  // it has not yet bounded; a validated view's is always ok().
+  Checked last_index() const {
+    Checked last(offset);
+    for (int i = 0; i < rank; ++i) last = last + Checked(dims[i] - 1) * strides[i];
+    return last;
+  }
   // Row-major contiguous, without holes (any offset).
   bool contiguous() const {
     int64_t expect = 1;

@@ -70,8 +70,7 @@ std::optional<Error> make_view(const char* name, const TensorDesc& d, bool is_ou
   // The last element reached: offset + sum (dim-1)*stride. Its byte address
   // must be representable too.
   if (count.value() > 0) {
-    Checked reach(d.offset);
-    for (int i = 0; i < v.rank; ++i) reach = reach + Checked(v.dims[i] - 1) * v.strides[i];
+    const Checked reach = v.last_index();
     Checked bytes = reach + 1;
     bytes = bytes * static_cast<int64_t>(size_of(d.dtype));
     if (!reach.ok() || !bytes.ok())

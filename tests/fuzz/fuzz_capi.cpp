@@ -41,6 +41,9 @@
 namespace convbwd::fuzz {
 namespace {
 
+using test::storage_extent;
+using test::view_index;
+
 enum Slot { kGradOutput, kInput, kWeight, kGradInput, kGradWeight, kGradBias, kSlots };
 const char* const kSlotName[kSlots] = {"gradOutput", "input", "weight", "gradInput", "gradWeight", "gradBias"};
 
@@ -363,22 +366,6 @@ Buffer allocate(const TensorArgs& t) {
   return b;
 }
 
-// Storage elements [0, extent) a validated view reaches.
-int64_t extent(const detail::View& v) {
-  if (v.empty()) return 0;
-  int64_t last = v.offset;
-  for (int i = 0; i < v.rank; ++i) last += (v.dims[i] - 1) * v.strides[i];
-  return last + 1;
-}
-
-int64_t view_index(const detail::View& v, int64_t j) {
-  int64_t at = v.offset;
-  for (int d = v.rank - 1; d >= 0; --d) {
-    at += (j % v.dims[d]) * v.strides[d];
-    j /= v.dims[d];
-  }
-  return at;
-}
 
 std::string describe(const Call& c) {
   std::string s = c.transposed ? "transposed" : "normal";
@@ -434,7 +421,7 @@ void run(Bytes& in, Call& c) {
   if (spec) {  // fill the operand views (reads stay inside the buffers)
     const detail::View* views[3] = {&spec->grad_output, &spec->input, &spec->weight};
     for (int i = 0; i < 3; ++i)
-      if (c.t[i].handle && extent(*views[i]) <= buf[i].elements)
+      if (c.t[i].handle && storage_extent(*views[i]) <= buf[i].elements)
         for (int64_t j = 0, n = views[i]->elements(); j < n; ++j)
           detail::store_from_double(buf[i].bytes.get(), view_index(*views[i], j), views[i]->dtype, value(rng));
   }
@@ -507,14 +494,14 @@ void run(Bytes& in, Call& c) {
                                        &spec->grads[0],    &spec->grads[1], &spec->grads[2]};
   for (int i = 0; i < kSlots; ++i) {
     const bool bound = i < 3 || c.mask[static_cast<size_t>(i - 3)];
-    if (bound && extent(*views[i]) > buf[i].elements) {
+    if (bound && storage_extent(*views[i]) > buf[i].elements) {
       // Accepted views stay inside their claimed storage: a small claim
       // was allocated in full, so only a huge one can get here.
       detail::Checked claimed(1);
       for (int64_t s : c.t[i].storage) claimed = claimed * s;
       CONVBWD_FUZZ_CHECK(!claimed.ok() || claimed.value() > kMaxBufferBytes / static_cast<int64_t>(buf[i].es),
-                         std::string(kSlotName[i]) + " view reaches element " + std::to_string(extent(*views[i]) - 1) +
-                             " beyond its storage of " + std::to_string(buf[i].elements) + " elements: " + what);
+                         std::string(kSlotName[i]) + " view reaches element " +
+                             std::to_string(storage_extent(*views[i]) - 1) + " beyond its storage of " + std::to_string(buf[i].elements) + " elements: " + what);
       runnable = false;
     }
   }

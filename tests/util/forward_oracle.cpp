@@ -1,5 +1,6 @@
 #include "util/forward_oracle.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace convbwd::test {
@@ -77,6 +78,11 @@ std::vector<int64_t> ConvParams::output_dims() const {
     }
   }
   return d;
+}
+
+bool ConvParams::well_formed() const {
+  const std::vector<int64_t> out = output_dims();
+  return std::all_of(out.begin() + 2, out.end(), [](int64_t o) { return o >= 1; });
 }
 
 Problem ConvParams::to_problem() const {

@@ -30,6 +30,11 @@ struct ConvParams {
   // [N, Cout, out...], with out from PyTorch's formulas (written here again,
   // not taken from the library).
   std::vector<int64_t> output_dims() const;
+  // Whether the library must accept these parameters: every spatial output
+  // dim at least 1 (a normal convolution's padded input then covers the
+  // dilated kernel). A zero batch or channel count is allowed: an empty
+  // problem. Random generators draw until this holds.
+  bool well_formed() const;
   // The same convolution as a library Problem (fp32, contiguous, all outputs,
   // biasSizes [Cout]).
   Problem to_problem() const;

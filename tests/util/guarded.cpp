@@ -133,17 +133,8 @@ std::vector<unsigned char> snapshot(const GuardedTensor& t) {
   return {t.buffer.data(), t.buffer.data() + t.buffer.size()};
 }
 
-namespace {
+int64_t storage_extent(const detail::View& v) { return v.empty() ? 0 : v.last_index().value() + 1; }
 
-// Elements from the storage start to one past the view's furthest reach.
-int64_t storage_extent(const detail::View& v) {
-  if (v.empty()) return 0;
-  int64_t last = v.offset;
-  for (int i = 0; i < v.rank; ++i) last += (v.dims[i] - 1) * v.strides[i];
-  return last + 1;
-}
-
-// Storage index of row-major position j of a view.
 int64_t view_index(const detail::View& v, int64_t j) {
   int64_t at = v.offset;
   for (int d = v.rank - 1; d >= 0; --d) {
@@ -152,6 +143,8 @@ int64_t view_index(const detail::View& v, int64_t j) {
   }
   return at;
 }
+
+namespace {
 
 // The operand storage with every element's sign cleared (the sign is the top
 // bit of the last byte in every supported format), so the reference on it

@@ -16,7 +16,17 @@
 
 #include "convbwd/convbwd.hpp"
 
+namespace convbwd::detail {
+struct View;
+}
+
 namespace convbwd::test {
+
+// Elements from the storage start to one past a validated view's furthest
+// reach (0 for an empty view): what a buffer for it must hold.
+int64_t storage_extent(const detail::View& v);
+// The storage index of a view's element j in row-major order.
+int64_t view_index(const detail::View& v, int64_t j);
 
 // Guard bytes hold this value; output storage starts with it too. 0xCD as
 // fp32 is -4.3e8 and as fp16/bf16 a large negative number: no plausible
