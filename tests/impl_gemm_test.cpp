@@ -176,6 +176,36 @@ TEST(ImplGemm, NeighbouringTapsJoinIntoOneRun) {
     unsetenv("CONVBWD_GEMM_CHUNK_STEPS");
   }
 }
+// Data gradients strided along the last dim, into outputs whose pixels
+// along it are neighbours, run that dim's phases that hold the same pixels
+// as one bundle and store their tiles interleaved, as runs of neighbours
+// (GatherConvKernel::bundle_phases). A bundle only moves tiles between
+// tasks, so its bits must equal those of every phase apart
+// (CONVBWD_GEMM_NO_BUNDLES), on every tier and thread count, and the
+// reference: strides 2, 3 and 4 (and 5, never bundled); even widths, odd
+// ones (phases of unequal widths: no bundle) and rows that wrap inside a
+// tile; phases no tap reaches (1x1 stride 2, stride above the kernel);
+// padding boxes; dilation; stride along the outer dims too; 1D and 3D;
+// groups; fp32, bf16 and fp16 outputs; and for fp32 padded, reversed and
+// channels-last outputs (the last two not bundled: pixels not neighbours).
+TEST(ImplGemm, DataGradientPhaseBundlesKeepTheBits) {
+  const std::vector<std::string> no_bundles{"CONVBWD_GEMM_NO_BUNDLES=1"};
+  for (const char* d : {"mb2ic17ih11iw12oc20kh3sh2ph1", "mb2ic16ih8iw14oc24kh3sh2ph1", "mb2ic9ih6iw9oc12kh3sh2ph1",
+                        "mb2ic8ih7iw12oc10kh3kw2sh2sw3ph1pw0", "mb1ic7ih6iw16oc9kh3sh2sw4ph1pw1",
+                        "mb1ic7ih5iw15oc9kh3sh1sw5pw1", "mb2ic24ih10iw20oc40kh1sh2", "mb2ic5ih9iw12oc6kh1sh4",
+                        "mb2ic12ih10iw10oc16kh3sh2dh1ph2", "mb2ic12iw40oc20kw3sw2pw1", "mb1ic6iw30oc8kw5sw3dw2pw4",
+                        "mb1ic6id4ih6iw8oc9kd3kh3kw3sd2sh2sw2pd1ph1pw1", "mb2g3ic18ih8iw10oc15kh3sh2ph1",
+                        "mb2ic16ih12iw26oc33kh4sh2ph1phr2pw1pwr2"})
+    for (const char* dt : {"", "_dtbf16", "_dtf16"})
+      for (Layout out : {Layout::contiguous, Layout::padded, Layout::reversed, Layout::channels_last})
+        if (*dt == '\0' || out == Layout::contiguous)
+          check_implementation(std::string(d) + dt, Gradient::input, impl_for, Layout::contiguous, out,
+                               Fill::uniform, {1, 2}, no_bundles);
+  // Exact sums, and bundles cut by reduction chunks.
+  check_implementation("mb2ic40ih9iw18oc24kh3sh2ph1", Gradient::input, impl_for, Layout::contiguous,
+                       Layout::contiguous, Fill::small_ints, {1, 3}, {"CONVBWD_GEMM_NO_BUNDLES=1",
+                                                                      "CONVBWD_GEMM_CHUNK_STEPS=5"});
+}
 // The forward weight pack of the gather path (a transposed layer's
 // gradInput, whose packed columns are the weight's rows far apart) goes
 // through each tier's converter when a weight's taps are one unit-stride

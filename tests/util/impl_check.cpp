@@ -29,7 +29,8 @@ struct Aligned {
 }  // namespace
 
 void check_implementation(const std::string& desc, Gradient which, const ImplFor& impl_for, Layout in_layout,
-                          Layout out_layout, Fill fill_kind, const std::vector<int>& thread_counts) {
+                          Layout out_layout, Fill fill_kind, const std::vector<int>& thread_counts,
+                          const std::vector<std::string>& same_bits_knobs) {
   SCOPED_TRACE(desc + " gradient " + std::to_string(static_cast<int>(which)) + " in " + to_string(in_layout) +
                " out " + to_string(out_layout));
   auto parsed = Problem::parse(desc);
@@ -84,12 +85,20 @@ void check_implementation(const std::string& desc, Gradient which, const ImplFor
   const int64_t red = detail::reduction_length(op);
 
   detail::ThreadPool pool(*std::max_element(thread_counts.begin(), thread_counts.end()));
+  std::vector<std::string> knobs{""};
+  knobs.insert(knobs.end(), same_bits_knobs.begin(), same_bits_knobs.end());
   for (Isa isa : test_isas()) {
     std::vector<unsigned char> first;
-    for (int threads : thread_counts) {
-      SCOPED_TRACE("isa " + tier_name(isa) + " threads " + std::to_string(threads));
+    // Every knob at every thread count: one sequence of runs.
+    for (size_t run = 0; run < knobs.size() * thread_counts.size(); ++run) {
+      const std::string& knob = knobs[run / thread_counts.size()];
+      const int threads = thread_counts[run % thread_counts.size()];
+      SCOPED_TRACE("isa " + tier_name(isa) + " threads " + std::to_string(threads) + " " + knob);
       std::string why;
+      const size_t eq = knob.find('=');
+      if (!knob.empty()) setenv(knob.substr(0, eq).c_str(), knob.substr(eq + 1).c_str(), 1);
       auto k = impl_for(op.op).plan(op, detail::PlanContext{isa, threads}, &why);
+      if (!knob.empty()) unsetenv(knob.substr(0, eq).c_str());
       ASSERT_TRUE(k) << "declined: " << why;
       Aligned ws(k->workspace_bytes());
       // NaN in every byte pattern the kernels read back (fp32, bf16, pairs):
@@ -122,7 +131,8 @@ void check_implementation(const std::string& desc, Gradient which, const ImplFor
       if (first.empty())
         first = o.storage;
       else
-        EXPECT_TRUE(first == o.storage) << threads << " threads and " << thread_counts.front() << " give different bits";
+        EXPECT_TRUE(first == o.storage) << threads << " threads" << (knob.empty() ? "" : " with " + knob) << " and "
+                                        << thread_counts.front() << " give different bits";
     }
   }
 }

@@ -14,13 +14,17 @@
 // (phase + pad - r*dilation) divisible by s reach it, and they read the
 // gradient at u + (phase + pad - r*dilation)/s, a stride-1 window. So no
 // product with an inserted zero is ever computed and nothing is scattered.
+// The phases of the last dim that hold the same pixels run in one task
+// (bundle_phases), so their outputs are stored as runs of neighbours.
 //
 // bf16 operands on a tier with bf16 pair kernels (KernelConfig::bf16) are
 // copied and packed as bf16 pairs of reduced channels instead of fp32, and
 // each kernel step multiplies a pair (kernels/gemm.hpp): the tables below
 // then count pairs where they count reduced channels.
 #include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -222,6 +226,8 @@ class GatherConvKernel final : public OpKernel {
     // pixels) per task even when their A rows overflow L2: the dilated
     // 512-channel DeepLab layer ran ~15% faster with 8 than with 4.
     tile_group_ = std::clamp<int64_t>((512 << 10) / (mr_ * max_runs * steps * 4), 8, kMaxTileGroup);
+    // CONVBWD_GEMM_NO_BUNDLES (test_knob) keeps every phase apart.
+    if (dgrad && !test_knob("CONVBWD_GEMM_NO_BUNDLES")) bundle_phases(sp);
 
     // Workspace: packed weights, then as many image copies as fit.
     weights_floats_ = round_up(groups_ * wp_.group_floats(), kAlignFloats);
@@ -261,14 +267,19 @@ class GatherConvKernel final : public OpKernel {
     const int64_t min_tasks = 4 * static_cast<int64_t>(threads_);
     if (threads_ > 1 && ceil_div(batch_tiles, tile_group_) < min_tasks)
       tile_group_ = std::clamp<int64_t>(ceil_div(batch_tiles, min_tasks), kMinBalancedTileGroup, tile_group_);
-    // Running task counts per phase for the two batch sizes run() uses, so a
-    // task finds its phase by binary search: a large stride makes thousands
-    // of one-pixel phases, and a linear walk per task was quadratic (a
-    // 30 s fuzzer timeout on mb5ic1ih208sh2100).
+    // A bundle's task runs the same tiles of each member: as many tiles in
+    // all as a phase's task.
+    member_tiles_ = std::max<int64_t>(1, tile_group_ / bundle_);
+    // Running task counts per bundle (one phase, or bundle_ of them) for the
+    // two batch sizes run() uses, so a task finds its bundle by binary
+    // search: a large stride makes thousands of one-pixel phases, and a
+    // linear walk per task was quadratic (a 30 s fuzzer timeout on
+    // mb5ic1ih208sh2100).
     for (const int64_t nb : {batch_, n_ % batch_}) {
       std::vector<int64_t>& ends = nb == batch_ ? task_ends_full_ : task_ends_tail_;
       int64_t total = 0;
-      for (const Phase& ph : phases_) ends.push_back(total += ceil_div(ceil_div(nb * ph.pixels, mr_), tile_group_));
+      for (size_t b = 0; b < phases_.size(); b += static_cast<size_t>(bundle_))
+        ends.push_back(total += ceil_div(ceil_div(nb * phases_[b].pixels, mr_), member_tiles_));
     }
     return true;
   }
@@ -349,25 +360,32 @@ class GatherConvKernel final : public OpKernel {
     const int64_t g = task / per_group;
     const std::vector<int64_t>& ends = task_ends(nb);
     int64_t rest = task % per_group;
-    const size_t p = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), rest) - ends.begin());
-    if (p > 0) rest -= ends[p - 1];
-    const Phase& ph = phases_[p];
+    const size_t bundle = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), rest) - ends.begin());
+    if (bundle > 0) rest -= ends[bundle - 1];
+    // The bundle's members (bundle_phases): the same pixels u, so the same
+    // tiles, rows and positions; member q's outputs lie q columns on.
+    const Phase* const members = &phases_[bundle * static_cast<size_t>(bundle_)];
+    const Phase& ph = members[0];
     const int64_t batch_pixels = nb * ph.pixels;
     const int64_t tile_count = ceil_div(batch_pixels, mr_);
     const float* src = img + g * src_.image_floats();
     const Strides ds = strides_of(op_.dst, op_.geo.spatial);
     const int64_t dst_ch0 = ds.offset + n0 * ds.n + g * cols_ * ds.ch;
-    const int64_t tile_lo = rest * tile_group_, tile_hi = std::min(tile_count, tile_lo + tile_group_);
+    const int64_t tile_lo = rest * member_tiles_, tile_hi = std::min(tile_count, tile_lo + member_tiles_);
 
     MicroArgs ka;
     ka.as = 1;
     ka.bs = nr_;
     // The task's tiles: row pointers and output positions, computed once.
+    // Member q's tiles follow member q-1's (bundle_ * member_tiles_ <=
+    // kMaxTileGroup).
     alignas(64) float tiles[kMaxTileGroup * kMaxMr * kMaxNr];
+    const int64_t member_floats = member_tiles_ * mr_ * nr_;
+    alignas(64) float interleaved[kMaxRunPixels * kMaxNr];  // a bundle's run of tiles
     const float* rows_a[kMaxTileGroup][kMaxMr];
     int64_t row_base[kMaxTileGroup][kMaxMr];
     int row_count[kMaxTileGroup];
-    bool spaced[kMaxTileGroup];  // the tile's pixels are pixel_step apart in the output
+    bool spaced[kMaxTileGroup];  // the tile's pixels are `spacing` apart in the output
     // The task's pixels are consecutive: their coordinates are found by
     // division once, then stepped with carries, and so are their source and
     // output offsets, from steps held in locals. Five divisions per row were
@@ -387,7 +405,10 @@ class GatherConvKernel final : public OpKernel {
     int64_t at[3] = {0, 0, 0}, a_at = 0, d_at = 0;
     // Output pixels of one image row: neighbours (NCHW), or every other one
     // in a phase of a stride-2 data gradient; else 0 (stored pixel by pixel).
+    // A bundle's members interleave: each member's pixels are bundle_ apart,
+    // and together they are neighbours.
     const int64_t pixel_step = ds.sp[2] == 1 && ph.out_step[2] <= 2 ? ph.out_step[2] : 0;
+    const int64_t spacing = bundle_ > 1 ? bundle_ : pixel_step;
     {
       const int64_t first = tile_lo * mr_;
       const int64_t at_image = first / ph.pixels;
@@ -428,11 +449,10 @@ class GatherConvKernel final : public OpKernel {
         rows_a[j][r] = rows_a[j][0];
         row_base[j][r] = row_base[j][0];
       }
-      spaced[j] = pixel_step > 0;
+      spaced[j] = spacing > 0;
       for (int r = 1; r < row_count[j]; ++r)
-        spaced[j] = spaced[j] && row_base[j][r] == row_base[j][0] + r * pixel_step;
+        spaced[j] = spaced[j] && row_base[j][r] == row_base[j][0] + r * spacing;
     }
-    const int64_t chunks = static_cast<int64_t>(ph.chunk_ends.size());
     const int64_t out_elem = static_cast<int64_t>(size_of(op_.dst.dtype));
     // Weight block outermost, then reduction chunk, then tiles: a chunk's B
     // sub-panel (<= chunk_steps() x 16 floats) is read from L2 once per task
@@ -445,34 +465,42 @@ class GatherConvKernel final : public OpKernel {
     for (int64_t blk = b0; blk < b1; ++blk) {
       ka.b = w + (blk - b0) * wp_.block_floats();
       const int cols = static_cast<int>(std::min<int64_t>(nr_, cols_ - blk * nr_));
-      for (int64_t ch = 0; ch < chunks; ++ch) {
-        const size_t first = ch == 0 ? 0 : static_cast<size_t>(ph.chunk_ends[static_cast<size_t>(ch) - 1]);
-        ka.a_off = ph.a_off.data() + first;
-        ka.b_off = ph.b_off.data() + first;
-        ka.len = ph.len.data() + first;
-        ka.runs = ph.chunk_ends[static_cast<size_t>(ch)] - static_cast<int64_t>(first);
-        ka.accumulate = ch > 0;
-        for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
-          const int64_t j = tl - tile_lo;
-          for (int r = 0; r < mr_; ++r) ka.a[r] = rows_a[j][r];
-          ka.acc = tiles + j * mr_ * nr_;
-          // The last chunk: the tile's output lines (each channel's run of
-          // pixels) fetched for writing while the kernel runs. Why: a
-          // stride-2 phase's fp32 pixels are stored one by one, every other
-          // element, and each store waited for its line: that store loop
-          // was a quarter of mb8ic128ih56oc128kh3sh2ph1's gradInput samples
-          // on a Zen 5, which then took 1/1.10 of the time (1 and 2
-          // threads); WaveNet's gradInput 1/1.06. bf16 and the stride-1
-          // layers measured within noise.
-          if (ch == chunks - 1 && spaced[j]) {
-            const char* const o = static_cast<const char*>(args.dst) + (row_base[j][0] + blk * nr_ * ds.ch) * out_elem;
-            const int64_t last = (row_count[j] - 1) * pixel_step * out_elem;
-            for (int c = 0; c < cols; ++c) prefetch_lines<true>(o + c * ds.ch * out_elem, last);
+      for (int64_t q = 0; q < bundle_; ++q) {
+        const Phase& mph = members[q];
+        float* const mtiles = tiles + q * member_floats;
+        const int64_t chunks = static_cast<int64_t>(mph.chunk_ends.size());
+        for (int64_t ch = 0; ch < chunks; ++ch) {
+          const size_t first = ch == 0 ? 0 : static_cast<size_t>(mph.chunk_ends[static_cast<size_t>(ch) - 1]);
+          ka.a_off = mph.a_off.data() + first;
+          ka.b_off = mph.b_off.data() + first;
+          ka.len = mph.len.data() + first;
+          ka.runs = mph.chunk_ends[static_cast<size_t>(ch)] - static_cast<int64_t>(first);
+          ka.accumulate = ch > 0;
+          for (int64_t tl = tile_lo; tl < tile_hi; ++tl) {
+            const int64_t j = tl - tile_lo;
+            for (int r = 0; r < mr_; ++r) ka.a[r] = rows_a[j][r];
+            ka.acc = mtiles + j * mr_ * nr_;
+            // The last chunk (of the last member): the tile's output lines
+            // (each channel's run of pixels) fetched for writing while the
+            // kernel runs. Why: a stride-2 phase's fp32 pixels were stored
+            // one by one, every other element, and each store waited for
+            // its line: that store loop was a quarter of
+            // mb8ic128ih56oc128kh3sh2ph1's gradInput samples on a Zen 5,
+            // which then took 1/1.10 of the time (1 and 2 threads);
+            // WaveNet's gradInput 1/1.06. bf16 and the stride-1 layers
+            // measured within noise.
+            if (q == bundle_ - 1 && ch == chunks - 1 && spaced[j]) {
+              const char* const o =
+                  static_cast<const char*>(args.dst) + (row_base[j][0] + blk * nr_ * ds.ch) * out_elem;
+              const int64_t last = ((row_count[j] - 1) * spacing + bundle_ - 1) * out_elem;
+              for (int c = 0; c < cols; ++c) prefetch_lines<true>(o + c * ds.ch * out_elem, last);
+            }
+            kern_(ka);
           }
-          kern_(ka);
         }
+        // No tap reaches this phase.
+        if (chunks == 0) std::fill(mtiles, mtiles + (tile_hi - tile_lo) * mr_ * nr_, 0.0f);
       }
-      if (chunks == 0) std::fill(tiles, tiles + (tile_hi - tile_lo) * mr_ * nr_, 0.0f);  // no tap reaches this phase
       const int64_t ntiles = tile_hi - tile_lo;
       for (int64_t j = 0; j < ntiles;) {
         float* const tile = tiles + j * mr_ * nr_;
@@ -481,30 +509,47 @@ class GatherConvKernel final : public OpKernel {
         // tiles lie back to back in `tiles`, so the run is one [pixel][nr]
         // block, and each channel's pixels are stored whole; fp32
         // neighbours through the channels-last converter run backwards (the
-        // pixels as its channels).
+        // pixels as its channels). A bundle's run is its members' tiles
+        // interleaved pixel by pixel into one such block of neighbours.
         int64_t end = j + 1, pixels = row_count[j];
         if (spaced[j])
-          while (end < ntiles && pixels == (end - j) * mr_ && pixels + row_count[end] <= kMaxRunPixels &&
-                 spaced[end] && row_base[end][0] == row_base[j][0] + pixels * pixel_step)
+          while (end < ntiles && pixels == (end - j) * mr_ && (pixels + row_count[end]) * bundle_ <= kMaxRunPixels &&
+                 spaced[end] && row_base[end][0] == row_base[j][0] + pixels * spacing)
             pixels += row_count[end++];
         const int64_t first = row_base[j][0] + blk * nr_ * ds.ch;
-        if (spaced[j] && pixel_step == 1 && op_.dst.dtype == DataType::f32) {
-          src_.convert(tile, DataType::f32, OperandRounding::none, 0, nr_, 1, pixels, cols,
+        const float* run = tile;
+        int64_t run_pixels = pixels, run_step = pixel_step;
+        if (bundle_ > 1 && spaced[j]) {
+          for (int64_t i = 0; i < pixels; ++i)
+            for (int64_t q = 0; q < bundle_; ++q) {
+              const float* from = tile + q * member_floats + i * nr_;
+              float* to = interleaved + (i * bundle_ + q) * nr_;
+              for (int c = 0; c < nr_; ++c) to[c] = from[c];
+            }
+          run = interleaved;
+          run_pixels = pixels * bundle_;
+          run_step = 1;
+        }
+        if (spaced[j] && run_step == 1 && op_.dst.dtype == DataType::f32) {
+          src_.convert(run, DataType::f32, OperandRounding::none, 0, nr_, 1, run_pixels, cols,
                        static_cast<float*>(args.dst) + first, ds.ch);
           j = end;
           continue;
         }
         if (spaced[j] && op_.dst.dtype != DataType::f32 &&
-            (pixels >= kMinRunPixels16 || channel_stride_aliases(ds.ch))) {
+            (run_pixels >= kMinRunPixels16 || channel_stride_aliases(ds.ch))) {
           // 16-bit: transposed and rounded in registers, a channel's run of pixels at a time.
-          store_columns_(tile, nr_, pixels, cols, args.dst, op_.dst.dtype, first, ds.ch, pixel_step);
+          store_columns_(run, nr_, run_pixels, cols, args.dst, op_.dst.dtype, first, ds.ch, run_step);
           j = end;
           continue;
         }
         // Pixel by pixel, each pixel's channels at the channel stride.
-        int64_t out_base[kMaxMr];
-        for (int r = 0; r < mr_; ++r) out_base[r] = row_base[j][r] + blk * nr_ * ds.ch;
-        store_tile(store_, args.dst, op_.dst.dtype, tile, nr_, out_base, row_count[j], ds.ch, cols);
+        for (int64_t q = 0; q < bundle_; ++q) {
+          int64_t out_base[kMaxMr];
+          for (int r = 0; r < mr_; ++r) out_base[r] = row_base[j][r] + q + blk * nr_ * ds.ch;
+          store_tile(store_, args.dst, op_.dst.dtype, tile + q * member_floats, nr_, out_base, row_count[j], ds.ch,
+                     cols);
+        }
         ++j;
       }
     }
@@ -535,6 +580,47 @@ class GatherConvKernel final : public OpKernel {
   // weights, half of the 32 KB L1 of Zen 4, leaving room for the A rows and
   // the task's tiles (lowered by CONVBWD_GEMM_CHUNK_STEPS, common.hpp).
   static int64_t chunk_steps() { return gemm::chunk_steps(256); }
+
+  // Data gradient strided along the last dim, into an output whose pixels
+  // along it are neighbours (NCHW): the s phases of that dim (with the same
+  // phase, and box, along the outer dims) hold the same pixels u when s
+  // divides the width, and together every pixel of their output rows. Such
+  // phases become one bundle, ordered by their last-dim phase, whose tasks
+  // run the same tiles of each: the tiles' outputs interleave into runs of
+  // neighbours, stored as a stride-1 layer's are. Alone, each phase stored
+  // every s-th element one by one: on a Zen 3 those stores were ~11% of the
+  // stride-2 3x3 gradInputs (1 thread, timed with and without them).
+  // Bundles change which task computes a tile, never its sums. Any phase
+  // without its full set of partners leaves every phase alone.
+  void bundle_phases(const Space& sp) {
+    const int64_t s = sp.s[2];
+    if (s < 2 || s > kMaxBundle || strides_of(op_.dst, op_.geo.spatial).sp[2] != 1) return;
+    // Bundles by (u, outer output positions), each member's slot its
+    // last-dim phase out_first[2], in order of first appearance.
+    std::map<std::array<int64_t, 5>, size_t> bundle_of;
+    std::vector<std::array<int64_t, kMaxBundle>> bundles;  // phase index + 1 per slot, 0: empty
+    for (size_t i = 0; i < phases_.size(); ++i) {
+      const Phase& ph = phases_[i];
+      const int64_t f = ph.out_first[2];
+      if (ph.out_step[2] != s || f < 0 || f >= s) return;
+      const std::array<int64_t, 5> key{ph.u[0], ph.u[1], ph.u[2], ph.out_first[0], ph.out_first[1]};
+      const auto [it, added] = bundle_of.emplace(key, bundles.size());
+      if (added) bundles.push_back({});
+      int64_t& slot = bundles[it->second][static_cast<size_t>(f)];
+      if (slot != 0) return;
+      slot = static_cast<int64_t>(i) + 1;
+    }
+    std::vector<Phase> ordered;
+    ordered.reserve(phases_.size());
+    for (const auto& b : bundles)
+      for (int64_t f = 0; f < s; ++f) {
+        if (b[static_cast<size_t>(f)] == 0) return;
+        ordered.push_back(phases_[static_cast<size_t>(b[static_cast<size_t>(f)] - 1)]);
+      }
+    phases_ = std::move(ordered);
+    bundle_ = s;
+  }
+  static constexpr int64_t kMaxBundle = 4;
 
   // Adds a phase, split into boxes where its outer image rows read padding.
   //
@@ -694,6 +780,8 @@ class GatherConvKernel final : public OpKernel {
   // Fewest tiles per task when balancing threads: every task streams all
   // weight blocks, and 24 pixels per pass still outpace that stream.
   static constexpr int64_t kMinBalancedTileGroup = 4;
+  // A task's tiles fit its buffer: bundle_ * member_tiles_ <= tile_group_.
+  static_assert(kMaxBundle <= kMinBalancedTileGroup);
   static constexpr int64_t kMaxReductionChunks = int64_t{1} << 16;
   // Packed floats per weight-packing task and per slab: 256 KB, half of a
   // Zen 3 L2.
@@ -712,8 +800,10 @@ class GatherConvKernel final : public OpKernel {
   WeightPack wp_;
   ImageCopy src_;
   std::vector<Phase> phases_;
-  std::vector<int64_t> task_ends_full_, task_ends_tail_;  // running task counts per phase
+  std::vector<int64_t> task_ends_full_, task_ends_tail_;  // running task counts per bundle
   int64_t tile_group_ = 16;
+  int64_t bundle_ = 1;        // phases per bundle (bundle_phases)
+  int64_t member_tiles_ = 16;  // tiles per task of each member
   int64_t weights_floats_ = 0, image_floats_ = 0, batch_ = 0;
   int64_t slab_blocks_ = 0;  // > 0: slab mode, blocks per slab (see init)
 };
