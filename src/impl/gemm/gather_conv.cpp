@@ -610,13 +610,13 @@ class GatherConvKernel final : public OpKernel {
       if (slot != 0) return;
       slot = static_cast<int64_t>(i) + 1;
     }
+    for (const auto& b : bundles)
+      if (std::count(b.begin(), b.begin() + s, 0) > 0) return;
     std::vector<Phase> ordered;
     ordered.reserve(phases_.size());
     for (const auto& b : bundles)
-      for (int64_t f = 0; f < s; ++f) {
-        if (b[static_cast<size_t>(f)] == 0) return;
-        ordered.push_back(phases_[static_cast<size_t>(b[static_cast<size_t>(f)] - 1)]);
-      }
+      for (int64_t f = 0; f < s; ++f)
+        ordered.push_back(std::move(phases_[static_cast<size_t>(b[static_cast<size_t>(f)] - 1)]));
     phases_ = std::move(ordered);
     bundle_ = s;
   }
