@@ -213,8 +213,8 @@ TEST(PrecisionModes, Fp16SubnormalsEveryPath) {
 // other products of a sum are times 0.0), so the fp32 output is the rounded
 // operand itself: each kernel's loaders (the channels-last copies of the
 // GEMMs with their 8x8 register transposes, the planar 1x1 packers, the
-// small-channel and depthwise loads) are swept on every ISA of this CPU
-// against the hand rounding. Widths of 16 or more channels or pixels put
+// data gradients' weight packers, the small-channel and depthwise loads)
+// are swept on every ISA of this CPU against the hand rounding. Widths of 16 or more channels or pixels put
 // the values through the vector paths, not only the tails.
 
 std::vector<float> sweep_values() {
@@ -238,6 +238,7 @@ std::vector<float> sweep_values() {
 
 enum class Shape {
   dgrad,      // gradInput = gradOutput (swept) x identity weight, B channels, 1x1
+  dgrad_w,    // gradInput[c, p] = weight[p, c] (swept): gradOutput the B x B identity, 1x1
   fwd,        // the same, transposed
   wgrad_dy,   // gradWeight[k, c] = sum_p gradOutput[k, p] x[c, p], x the B x B identity
   depthwise,  // one channel per group, 1x1: gradInput = gradOutput (swept) x 1
@@ -254,6 +255,11 @@ struct Sweep {
 const Sweep kSweeps[] = {
     {"gemm_dgrad_phase_nhwc", &detail::kGemmBwdDataImpl, Shape::dgrad, 16},
     {"gemm_dgrad_1x1_nchw", &detail::kGemm1x1BwdDataImpl, Shape::dgrad, 16},
+    // The weight packers of the data gradients (a 1x1 weight's rows cut
+    // into column blocks; the planar path's row tiles), 64 pixels so that
+    // the planar path takes it.
+    {"gemm_dgrad_phase_nhwc weights", &detail::kGemmBwdDataImpl, Shape::dgrad_w, 64},
+    {"gemm_dgrad_1x1_nchw weights", &detail::kGemm1x1BwdDataImpl, Shape::dgrad_w, 64},
     {"small_channels_dgrad", &detail::kSmallChannelsBwdDataImpl, Shape::dgrad, 4},
     {"gemm_fwd_nhwc", &detail::kGemmFwdImpl, Shape::fwd, 16},
     {"gemm_fwd_1x1_nchw", &detail::kGemm1x1FwdImpl, Shape::fwd, 16},
@@ -270,6 +276,7 @@ ConvParams sweep_problem(const Sweep& s, int64_t count) {
   const int64_t b = s.block, rest = count / s.block;
   switch (s.shape) {
     case Shape::dgrad: return Conv(1, b, b, {rest}, {1});
+    case Shape::dgrad_w: return Conv(1, rest, b, {b}, {1});
     case Shape::fwd: return Conv(1, b, b, {rest}, {1}).transposed({0});
     case Shape::wgrad_dy: return Conv(1, b, rest, {b}, {1});
     case Shape::depthwise: return Conv(1, rest, rest, {b}, {1}).groups(rest);
@@ -296,7 +303,8 @@ TEST(PrecisionModes, EveryKernelsOperandRoundingOnEveryIsa) {
       // Where an identity partner sums zero products too, a value that
       // rounds to Inf would make them NaN: such values are swept only by
       // the shapes without zero products (and skipped when checking).
-      const bool zero_products = s.shape == Shape::dgrad || s.shape == Shape::fwd || s.shape == Shape::wgrad_dy;
+      const bool zero_products = s.shape == Shape::dgrad || s.shape == Shape::dgrad_w || s.shape == Shape::fwd ||
+                                 s.shape == Shape::wgrad_dy;
       std::vector<float> values = all;
       for (float& v : values)
         if (zero_products && !std::isfinite(m.round(v))) v = 1.0f;
@@ -311,7 +319,8 @@ TEST(PrecisionModes, EveryKernelsOperandRoundingOnEveryIsa) {
       };
       if (s.shape == Shape::dgrad || s.shape == Shape::fwd) identity(w);
       if (s.shape == Shape::wgrad_dy) identity(in);
-      std::vector<float>& swept = s.shape == Shape::depthwise_wgrad_x ? in : go;
+      if (s.shape == Shape::dgrad_w) identity(go);
+      std::vector<float>& swept = s.shape == Shape::depthwise_wgrad_x ? in : s.shape == Shape::dgrad_w ? w : go;
       ASSERT_EQ(static_cast<int64_t>(swept.size()), count);
       std::copy(values.begin(), values.end(), swept.begin());
       // Operands as execute binds them: (gradOutput, weight) for the data
@@ -333,8 +342,16 @@ TEST(PrecisionModes, EveryKernelsOperandRoundingOnEveryIsa) {
         k->run(args, pool);
         int failures = 0;
         bool saw_inf = false;
+        // Where value i lands: dgrad_w's weight[k, c] (i = k * C + c) is
+        // gradInput[c, k]; every other shape keeps the swept order.
+        auto landing = [&](size_t i) {
+          if (s.shape != Shape::dgrad_w) return i;
+          const size_t channels = values.size() / static_cast<size_t>(b);
+          return i % channels * static_cast<size_t>(b) + i / channels;
+        };
         for (size_t i = 0; i < values.size() && failures < 5; ++i) {
           const double want = m.round(values[i]);
+          const float got = out[landing(i)];
           // Inf operands are the event pass's business at execute (a
           // reporting kernel must say it read one).
           if (std::isinf(want)) {
@@ -342,10 +359,10 @@ TEST(PrecisionModes, EveryKernelsOperandRoundingOnEveryIsa) {
             continue;
           }
           // Sums start from +0: a -0 product leaves +0.
-          if (std::bit_cast<uint32_t>(out[i]) != std::bit_cast<uint32_t>(static_cast<float>(0.0 + want))) {
+          if (std::bit_cast<uint32_t>(got) != std::bit_cast<uint32_t>(static_cast<float>(0.0 + want))) {
             ++failures;
             ADD_FAILURE() << "operand 0x" << std::hex << std::bit_cast<uint32_t>(values[i]) << std::dec << " ("
-                          << values[i] << ") at " << i << ": kernel gives " << out[i] << ", rounded by hand " << want;
+                          << values[i] << ") at " << i << ": kernel gives " << got << ", rounded by hand " << want;
           }
         }
         if (saw_inf && k->nonfinite_mode() == detail::NonfiniteMode::report) {

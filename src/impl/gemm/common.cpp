@@ -452,52 +452,67 @@ void WeightPack::pack(const void* base, int64_t g, int64_t blk0, int64_t nblk, f
   // 2048 x 512 data-gradient weight was a tenth of the layer's time.
   const int64_t col_step = transpose ? s1 : s0, red_step = transpose ? s0 : s1;
   const int64_t first = v.offset + g * k * s0 + walk.origin;
-  // The reduced index is the outer loop and the blocks of the range the
-  // next: with a transposed 1x1 weight, one q is one row of w, read
-  // front to back across the range. Block by block, each 64-byte read sat a
-  // whole row (8 KB for 2048 channels) past the previous one, and the pack
-  // ran latency-bound at a sixth of the 2048->512 data gradient.
-  dispatch(v.dtype, rounding, [&]<DataType T, OperandRounding R>() {
+  if (col_step == 1) {
+    // Unit-stride columns (the data gradient's weight rows, or channels-last
+    // forward weights): reduced index q of one tap is one run of the source
+    // across the whole range, which the tier's converter cuts into the
+    // blocks' rows (nr "channels" per block "pixel", the blocks
+    // block_floats apart), a run per call, reading it front to back. Why:
+    // per block, 16 floats at a time in a loop built for the baseline ISA,
+    // the pack was 10.5% of the 1x1 2048->512 @7 data gradient's samples
+    // (1 thread, Zen 3); this way it is 3%, and that gradient took 1/1.03
+    // to 1/1.04 of the time on 1 thread (fp16 1/1.09, bf16 widened 1/1.05)
+    // and 1/1.03 to 1/1.12 on 2, 512->2048 @7's 1/1.07 (1/1.06). (fp16
+    // rows went through the converter before, block by block: built with
+    // the portable flags, the fp16 decode went element by element.)
+    // Block by block through the rows instead (each 64-byte read a whole row
+    // past the previous one) it ran latency-bound at a sixth of the layer.
+    const int64_t col0 = blk0 * nr, ncols = std::min(nblk * nr, cols() - col0);
+    const int64_t full = ncols / nr, rest = ncols - full * nr;
+    const int64_t esize = static_cast<int64_t>(size_of(v.dtype));
     const char* const bytes = static_cast<const char*>(base);
-    const int64_t esize = T == DataType::f32 ? 4 : 2;
-    for (int64_t q = 0; q < nred; ++q)
-      for (int64_t b = 0; b < nblk; ++b) {
-        const int64_t col0 = (blk0 + b) * nr;
-        // Rows of a transposed weight are far apart (8 KB at 2048 channels),
-        // so no hardware prefetcher follows them: fetch a block's first and
-        // last element kPrefetchRows reduced steps ahead.
-        if (col_step == 1 && q + kPrefetchRows < nred) {
-          const int64_t ahead = first + col0 + (q + kPrefetchRows) * red_step;
-          __builtin_prefetch(bytes + ahead * esize);
-          __builtin_prefetch(bytes + (ahead + std::min<int64_t>(nr, cols() - col0) - 1) * esize);
-        }
-        const int64_t ncols = std::min<int64_t>(nr, cols() - col0);
-        float* o = dst + b * block_floats() + q * nr;
-        const int64_t row_q = first + col0 * col_step + q * red_step;
-        for (int64_t r0 = 0; r0 < ks[0]; ++r0)
-          for (int64_t r1 = 0; r1 < ks[1]; ++r1)
-            for (int64_t r2 = 0; r2 < ks[2]; ++r2, o += nred * nr) {
-              const int64_t row = row_q + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
-              if (col_step == 1 && T == DataType::f16) {
-                // Through the tier's converter: one "pixel" of ncols
-                // unit-stride channels, its plain vector copy (the pixel
-                // stride, 2, is unused for one pixel). Why: built with the
-                // portable flags, the fp16 decode went element by element:
-                // the pack was a fifth of the fp16 1x1 2048->512 data
-                // gradient on a Zen 5, twice its fp32 share; with this, that
-                // gradient took 1/1.16 of the time. The HF32 rounding, which
-                // the compiler vectorizes here, was no faster through it.
-                convert(base, T, R, row, 1, 2, ncols, 1, o, nr);
-              } else if (col_step == 1) {
-                for (int64_t j = 0; j < ncols; ++j) o[j] = round_operand<R>(load<T>(base, row + j));
-              } else {
-                for (int64_t j = 0; j < ncols; ++j) o[j] = round_operand<R>(load<T>(base, row + j * col_step));
-              }
-              for (int64_t j = ncols; j < nr; ++j) o[j] = 0.0f;
-              if (zero_nonfinite) detail::zero_nonfinite(o, ncols);
+    for (int64_t q = 0; q < nred; ++q) {
+      float* o = dst + q * nr;
+      const int64_t row_q = first + col0 + q * red_step;
+      for (int64_t r0 = 0; r0 < ks[0]; ++r0)
+        for (int64_t r1 = 0; r1 < ks[1]; ++r1)
+          for (int64_t r2 = 0; r2 < ks[2]; ++r2, o += nred * nr) {
+            const int64_t row = row_q + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
+            // Rows far apart (8 KB at 2048 channels) are a stream no
+            // hardware prefetcher follows: fetched kPrefetchRows steps ahead.
+            if (q + kPrefetchRows < nred)
+              prefetch_lines<false>(bytes + (row + kPrefetchRows * red_step) * esize, (ncols - 1) * esize);
+            if (full > 0) convert(base, v.dtype, rounding, row, 1, nr, nr, full, o, block_floats());
+            if (rest > 0) {
+              float* const last = o + full * block_floats();
+              convert(base, v.dtype, rounding, row + full * nr, 1, nr, rest, 1, last, nr);
+              std::fill(last + rest, last + nr, 0.0f);
             }
-      }
-  });
+            if (zero_nonfinite)
+              for (int64_t b = 0; b < nblk; ++b) detail::zero_nonfinite(o + b * block_floats(), nr);
+          }
+    }
+  } else {
+    // Strided columns (a k x k data-gradient weight's, taps apart): element
+    // by element, the reduced index outermost as above.
+    dispatch(v.dtype, rounding, [&]<DataType T, OperandRounding R>() {
+      for (int64_t q = 0; q < nred; ++q)
+        for (int64_t b = 0; b < nblk; ++b) {
+          const int64_t col0 = (blk0 + b) * nr;
+          const int64_t ncols = std::min<int64_t>(nr, cols() - col0);
+          float* o = dst + b * block_floats() + q * nr;
+          const int64_t row_q = first + col0 * col_step + q * red_step;
+          for (int64_t r0 = 0; r0 < ks[0]; ++r0)
+            for (int64_t r1 = 0; r1 < ks[1]; ++r1)
+              for (int64_t r2 = 0; r2 < ks[2]; ++r2, o += nred * nr) {
+                const int64_t row = row_q + r0 * sp[0] + r1 * sp[1] + r2 * sp[2];
+                for (int64_t j = 0; j < ncols; ++j) o[j] = round_operand<R>(load<T>(base, row + j * col_step));
+                for (int64_t j = ncols; j < nr; ++j) o[j] = 0.0f;
+                if (zero_nonfinite) detail::zero_nonfinite(o, ncols);
+              }
+        }
+    });
+  }
   if (found && check(dst, nblk * block_floats())) *found = true;
 }
 
