@@ -370,6 +370,94 @@ TEST(KernelGemm, StridedRowCountsGiveTheSameBits) {
   if (tested == 0) GTEST_SKIP() << "no tier here has strided kernels of each row count";
 }
 
+// The half-width strided kernels (GemmKernels::strided_half) of every
+// family that has them, each as a family of its own: the first nr/2
+// columns, no gather kernel.
+std::vector<TierGemm> strided_half_kernels(const std::vector<TierGemm>& families) {
+  std::vector<TierGemm> v;
+  for (const TierGemm& g : families) {
+    if (!g.k.strided_half) continue;
+    TierGemm e = g;
+    e.name += ".half";
+    e.k.nr = g.k.nr / 2;
+    e.k.gather = nullptr;
+    e.k.gather_mr = 0;
+    e.k.strided = g.k.strided_half;
+    e.k.strided_of_rows = nullptr;
+    v.push_back(e);
+  }
+  return v;
+}
+
+TEST(KernelGemm, HalfWidthStridedKernelsAgainstTheContract) {
+  std::mt19937 rng(20261208);
+  int tested = 0;
+  for (bool pairs : {false, true})
+    for (const TierGemm& g : strided_half_kernels(pairs ? bf16_kernels() : gemm_kernels())) {
+      ++tested;
+      SCOPED_TRACE(g.name + " " + g.k.name);
+      for (const Case& c : contract_cases()) {
+        if (c.row_pitch != 0) continue;
+        pairs ? check_pairs(g, false, c, rng) : check(g, false, c, rng);
+        if (HasFatalFailure()) return;
+      }
+    }
+  if (tested == 0) GTEST_SKIP() << "no tier here has half-width strided kernels";
+}
+
+// The half-width kernel sums each of its columns as `strided` sums the same
+// column, bit for bit, so a planner may give a tail to either. Inexact data
+// (the order of the additions shows), B steps past nr, three runs.
+TEST(KernelGemm, HalfWidthStridedKernelsGiveTheStridedKernelsBits) {
+  std::mt19937 rng(20261209);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  int tested = 0;
+  for (bool pairs : {false, true})
+    for (const TierGemm& g : pairs ? bf16_kernels() : gemm_kernels()) {
+      if (!g.k.strided_half) continue;
+      ++tested;
+      SCOPED_TRACE(g.k.name);
+      const int mr = g.k.mr, nr = g.k.nr, half = nr / 2;
+      auto draw = [&] {
+        if (!pairs) return dist(rng);
+        auto bf16 = [&] { return static_cast<uint16_t>(std::bit_cast<uint32_t>(dist(rng)) >> 16); };
+        return pair_slot(bf16(), bf16());
+      };
+      const int64_t as = mr + 5, bs = nr + 3;
+      const std::vector<int64_t> len = {37, 0, 5}, a_off = {3, 0, 38 * as}, b_off = {1, 0, 38 * bs};
+      std::vector<float> a(static_cast<size_t>(a_off[2] + 5 * as + mr));
+      std::vector<float> b(static_cast<size_t>(b_off[2] + 5 * bs + nr));
+      for (float& x : a) x = draw();
+      for (float& x : b) x = draw();
+      std::vector<float> full(static_cast<size_t>(mr * nr)), part(static_cast<size_t>(mr * half));
+      for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nr; ++j) {
+          full[i * nr + j] = dist(rng);
+          if (j < half) part[i * half + j] = full[i * nr + j];
+        }
+      auto run = [&](MicroKernel k, std::vector<float>& acc) {
+        MicroArgs ka;
+        ka.a[0] = a.data();
+        ka.b = b.data();
+        ka.as = as;
+        ka.bs = bs;
+        ka.a_off = a_off.data();
+        ka.b_off = b_off.data();
+        ka.len = len.data();
+        ka.runs = static_cast<int64_t>(len.size());
+        ka.acc = acc.data();
+        ka.accumulate = true;
+        k(ka);
+      };
+      run(g.k.strided, full);
+      run(g.k.strided_half, part);
+      for (int i = 0; i < mr; ++i)
+        ASSERT_EQ(std::memcmp(part.data() + i * half, full.data() + i * nr, sizeof(float) * half), 0)
+            << "row " << i << " differs from the strided kernel's";
+    }
+  if (tested == 0) GTEST_SKIP() << "no tier here has half-width strided kernels";
+}
+
 // What the ISA manual defines for vdpbf16ps, which the emulated kernels must
 // follow as the native ones do: the high products are added first, each
 // addition rounded (not one fused dot product), denormal bf16 inputs and

@@ -95,6 +95,14 @@ struct GemmKernels {
   MicroKernel strided_kernel(int rows) const {
     return strided_of_rows && rows >= 1 && rows <= strided_rows_max ? strided_of_rows(rows) : nullptr;
   }
+  // The strided kernel of mr rows and the first nr/2 columns: B read as
+  // `strided` reads it (bs apart) but only its first nr/2 columns, the acc
+  // tile mr x nr/2, each element the same sum in the same order, so the
+  // bits do not depend on which of the two computes a column. For a last
+  // block of at most nr/2 columns (the planar 1x1 path's pixel tail: 196
+  // pixels are six 32-pixel blocks and 4). Null on tiers without one
+  // (planners then pad to nr).
+  MicroKernel strided_half = nullptr;
 };
 
 // Converts a [channels nc][pixels nw] block of a source image (element

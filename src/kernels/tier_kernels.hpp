@@ -70,7 +70,8 @@
   ::convbwd::detail::KernelConfig {                                                                            \
     ::convbwd::detail::Isa::avx512, is_emulated,                                                               \
         {8, 32, &ns::f32_gemm_8x32_gather, &ns::f32_gemm_8x32_strided, "f32_gemm_8x32_" #ns, 0,                \
-         &ns::f32_gemm_x32_strided_of_rows, ::convbwd::detail::kAvx512StridedRowsMax},                         \
+         &ns::f32_gemm_x32_strided_of_rows, ::convbwd::detail::kAvx512StridedRowsMax,                          \
+         &ns::f32_gemm_8x16_strided},                                                                          \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                             \
         {16, &ns::depthwise_task, {16, &ns::depthwise_cl_task, &ns::depthwise_cl_fused},                       \
          {8, &avx2::depthwise_cl_task, &avx2::depthwise_cl_fused}},                                            \
@@ -94,6 +95,8 @@ constexpr int kAvx512StridedRowsMax = 14;
   namespace convbwd::detail::ns {                         \
   MicroKernel f32_gemm_x32_strided_of_rows(int rows);     \
   MicroKernel bf16_gemm_x32_strided_of_rows(int rows);    \
+  void f32_gemm_8x16_strided(const MicroArgs&);           \
+  void bf16_gemm_8x16_strided(const MicroArgs&);          \
   }
 CONVBWD_DECLARE_STRIDED_OF_ROWS(avx512)
 CONVBWD_DECLARE_STRIDED_OF_ROWS(avx512_emu)
@@ -128,7 +131,8 @@ CONVBWD_DECLARE_NARROW_GEMM_KERNELS(avx512_emu)
 #define CONVBWD_AVX512_BF16_GEMM(ns)                                                                     \
   ::convbwd::detail::GemmKernels {                                                                       \
     8, 32, &ns::bf16_gemm_8x32_gather, &ns::bf16_gemm_8x32_strided, "bf16_gemm_8x32_" #ns, 0,           \
-        &ns::bf16_gemm_x32_strided_of_rows, ::convbwd::detail::kAvx512StridedRowsMax                     \
+        &ns::bf16_gemm_x32_strided_of_rows, ::convbwd::detail::kAvx512StridedRowsMax,                    \
+        &ns::bf16_gemm_8x16_strided                                                                      \
   }
 #define CONVBWD_AVX512_BF16_NARROW_GEMM(ns)                                                              \
   ::convbwd::detail::GemmKernels {                                                                       \

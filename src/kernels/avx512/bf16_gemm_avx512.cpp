@@ -38,6 +38,7 @@ void bf16_gemm_8x32_gather(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 8, 2, 
 void bf16_gemm_8x32_strided(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 8, 2, false>(p); }
 static_assert(kMaxStridedRows<2> == kAvx512StridedRowsMax);
 MicroKernel bf16_gemm_x32_strided_of_rows(int rows) { return strided_kernel_of_rows<Bf16PairOps, 2>(rows); }
+void bf16_gemm_8x16_strided(const MicroArgs& p) { gemm_kernel<Bf16PairOps, 8, 1, false>(p); }
 // The narrow family (KernelConfig::bf16_narrow), for groups of at most 16
 // columns, where 8x32 computes half its lanes on padding: 16x16, as the fp32
 // narrow family (f32_gemm_avx512.cpp) and for the same reasons (the weight

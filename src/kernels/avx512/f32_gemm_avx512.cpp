@@ -37,6 +37,9 @@ void f32_gemm_8x32_gather(const MicroArgs& p) { gemm_kernel<F32Ops, 8, 2, true>(
 void f32_gemm_8x32_strided(const MicroArgs& p) { gemm_kernel<F32Ops, 8, 2, false>(p); }
 static_assert(kMaxStridedRows<2> == kAvx512StridedRowsMax);
 MicroKernel f32_gemm_x32_strided_of_rows(int rows) { return strided_kernel_of_rows<F32Ops, 2>(rows); }
+// GemmKernels::strided_half: 8 rows of one zmm, 8 accumulators (as many as
+// the FMA latency times two ports asks for).
+void f32_gemm_8x16_strided(const MicroArgs& p) { gemm_kernel<F32Ops, 8, 1, false>(p); }
 // The narrow family (KernelConfig::gemm_narrow), for groups of at most 16
 // columns. 16 rows, because the weight gradient's rows are output channels
 // and 16-channel groups fill them exactly: side by side against 14x16 (the
