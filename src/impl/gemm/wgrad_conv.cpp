@@ -436,7 +436,6 @@ class WgradKernel final : public OpKernel {
     row_steps_ = dyp_.slots;
   }
 
-  // Stores the fp32 tile of tile index tl into the weight gradient.
   // One pass, unit stores: where the gradient holds a channel's taps as one
   // unit-stride run in tap order (OIHW, and its 1D and 3D kin) and the
   // channels of a tile row are not themselves contiguous, a unit's taps are
@@ -453,7 +452,8 @@ class WgradKernel final : public OpKernel {
   // alternations, the medians within this host's noise.
   bool unit_stores_apply() const {
     const Strides ws = strides_of(op_.dst, op_.geo.spatial);
-    if (sp_.taps() < 2 || ws.ch == 1 || sp_.taps() * mr_ * nr_ > kMaxUnitFloats) return false;
+    // (Divided, not multiplied: a hostile kernel's tap count can be near 2^62.)
+    if (sp_.taps() < 2 || ws.ch == 1 || sp_.taps() > kMaxUnitFloats / (mr_ * nr_)) return false;
     int64_t expect = 1;  // the stride tap order asks of each spatial dim, innermost first
     for (int d = 2; d >= 0; --d) {
       if (sp_.k[static_cast<size_t>(d)] == 1) continue;
@@ -469,8 +469,8 @@ class WgradKernel final : public OpKernel {
   // last tap every row's lines are in cache. Why: the unit's rows are lines
   // no tile wrote before, and without this each store of the transposed
   // runs waited for its line (DCGAN 512->256's gradWeight: the first store
-  // of each transposed block held a fifth of the converter's samples), and
-  // with it that gradWeight took 1/1.04 of the time on one thread, 3x3 512@7
+  // of each transposed block held a fifth of the converter's samples); with
+  // it, that gradWeight took 1/1.04 of the time on one thread, 3x3 512@7
   // 1/1.06 (minima of 12 alternations; two threads 0.99 and 1.20, bf16
   // 1.00 and 1.03). All rows at the first tap stalled on the prefetches
   // themselves instead.
@@ -507,6 +507,7 @@ class WgradKernel final : public OpKernel {
     }
   }
 
+  // Stores the fp32 tile of tile index tl into the weight gradient.
   void store(void* dst, const float* tile, int64_t tl) const {
     const Strides ws = strides_of(op_.dst, op_.geo.spatial);
     const auto [g, cb, tap, kt] = tile_at(tl);
