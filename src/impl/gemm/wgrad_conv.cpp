@@ -55,6 +55,7 @@ class WgradKernel final : public OpKernel {
     store_ = cfg.store_row;
     store_columns_ = cfg.store_columns;
     convert_ = cfg.to_channels_last;
+    dst_ = strides_of(op.dst, g.spatial);
     groups_ = g.groups;
     n_ = g.n;
     k_ = g.k;
@@ -451,13 +452,12 @@ class WgradKernel final : public OpKernel {
   // 3x3 512@7 1/1.07) and 1/1.01 (1/1.13, 1/1.14) on two: minima of 12
   // alternations, the medians within this host's noise.
   bool unit_stores_apply() const {
-    const Strides ws = strides_of(op_.dst, op_.geo.spatial);
     // (Divided, not multiplied: a hostile kernel's tap count can be near 2^62.)
-    if (sp_.taps() < 2 || ws.ch == 1 || sp_.taps() > kMaxUnitFloats / (mr_ * nr_)) return false;
+    if (sp_.taps() < 2 || dst_.ch == 1 || sp_.taps() > kMaxUnitFloats / (mr_ * nr_)) return false;
     int64_t expect = 1;  // the stride tap order asks of each spatial dim, innermost first
     for (int d = 2; d >= 0; --d) {
       if (sp_.k[static_cast<size_t>(d)] == 1) continue;
-      if (ws.sp[static_cast<size_t>(d)] != expect) return false;
+      if (dst_.sp[static_cast<size_t>(d)] != expect) return false;
       expect *= sp_.k[static_cast<size_t>(d)];
     }
     return true;
@@ -475,51 +475,50 @@ class WgradKernel final : public OpKernel {
   // 1.00 and 1.03). All rows at the first tap stalled on the prefetches
   // themselves instead.
   void prefetch_unit_rows(void* dst, const Tile& t) const {
-    const Strides ws = strides_of(op_.dst, op_.geo.spatial);
     const int64_t rows = std::min<int64_t>(mr_, k_ - t.kt * mr_);
     const int64_t cols = std::min<int64_t>(nr_, c_ - t.cb * nr_);
     if (cols <= 0) return;
     const int64_t elem = static_cast<int64_t>(size_of(op_.dst.dtype));
-    const int64_t last = ((cols - 1) * ws.ch + sp_.taps() - 1) * elem;
-    for (int64_t i = t.tap; i < rows; i += sp_.taps()) {
-      const int64_t first = ws.offset + (t.g * k_ + t.kt * mr_ + i) * ws.n + t.cb * nr_ * ws.ch;
-      prefetch_lines<true>(static_cast<const char*>(dst) + first * elem, last);
-    }
+    const int64_t last = ((cols - 1) * dst_.ch + sp_.taps() - 1) * elem;
+    for (int64_t i = t.tap; i < rows; i += sp_.taps())
+      prefetch_lines<true>(static_cast<const char*>(dst) + row_first(t, i) * elem, last);
   }
 
   // Taps [tap_lo, tap_hi) of unit t, their tiles at tile + tap * mr*nr.
   void store_unit(void* dst, const float* tile, const Tile& t, int64_t tap_lo, int64_t tap_hi) const {
-    const Strides ws = strides_of(op_.dst, op_.geo.spatial);
     const int rows = static_cast<int>(std::min<int64_t>(mr_, k_ - t.kt * mr_));
     const int64_t cols = std::min<int64_t>(nr_, c_ - t.cb * nr_);
     if (cols <= 0) return;
     const int64_t pitch = mr_ * nr_, ntaps = tap_hi - tap_lo;
     for (int i = 0; i < rows; ++i) {
-      const int64_t first = ws.offset + (t.g * k_ + t.kt * mr_ + i) * ws.n + t.cb * nr_ * ws.ch + tap_lo;
+      const int64_t first = row_first(t, i) + tap_lo;
       const float* const src = tile + tap_lo * pitch + i * nr_;
       if (op_.dst.dtype == DataType::f32)
         // Taps as the converter's channels (pitch apart), columns as its pixels.
         convert_(src, DataType::f32, OperandRounding::none, 0, pitch, 1, ntaps, cols, static_cast<float*>(dst) + first,
-                 ws.ch);
+                 dst_.ch);
       else
         // Taps as the column store's pixels (unit step), columns as its channels.
-        store_columns_(src, pitch, ntaps, cols, dst, op_.dst.dtype, first, ws.ch, 1);
+        store_columns_(src, pitch, ntaps, cols, dst, op_.dst.dtype, first, dst_.ch, 1);
     }
   }
 
   // Stores the fp32 tile of tile index tl into the weight gradient.
   void store(void* dst, const float* tile, int64_t tl) const {
-    const Strides ws = strides_of(op_.dst, op_.geo.spatial);
-    const auto [g, cb, tap, kt] = tile_at(tl);
-    const int64_t r2 = tap % sp_.k[2], r1 = (tap / sp_.k[2]) % sp_.k[1], r0 = tap / (sp_.k[2] * sp_.k[1]);
-    const int rows = static_cast<int>(std::min<int64_t>(mr_, k_ - kt * mr_));
-    const int cols = static_cast<int>(std::min<int64_t>(nr_, c_ - cb * nr_));
+    const Tile t = tile_at(tl);
+    const int64_t r2 = t.tap % sp_.k[2], r1 = (t.tap / sp_.k[2]) % sp_.k[1], r0 = t.tap / (sp_.k[2] * sp_.k[1]);
+    const int rows = static_cast<int>(std::min<int64_t>(mr_, k_ - t.kt * mr_));
+    const int cols = static_cast<int>(std::min<int64_t>(nr_, c_ - t.cb * nr_));
     if (cols <= 0) return;
+    const int64_t tap_offset = r0 * dst_.sp[0] + r1 * dst_.sp[1] + r2 * dst_.sp[2];
     int64_t row_base[kMaxMr];
-    for (int i = 0; i < rows; ++i)
-      row_base[i] = ws.offset + (g * k_ + kt * mr_ + i) * ws.n + cb * nr_ * ws.ch + r0 * ws.sp[0] + r1 * ws.sp[1] +
-                    r2 * ws.sp[2];
-    store_tile(store_, dst, op_.dst.dtype, tile, nr_, row_base, rows, ws.ch, cols);
+    for (int i = 0; i < rows; ++i) row_base[i] = row_first(t, i) + tap_offset;
+    store_tile(store_, dst, op_.dst.dtype, tile, nr_, row_base, rows, dst_.ch, cols);
+  }
+
+  // The gradient's index of tile t's row i, column 0, tap 0.
+  int64_t row_first(const Tile& t, int64_t i) const {
+    return dst_.offset + (t.g * k_ + t.kt * mr_ + i) * dst_.n + t.cb * nr_ * dst_.ch;
   }
 
   OpSpec op_;
@@ -529,6 +528,7 @@ class WgradKernel final : public OpKernel {
   StoreRow store_ = nullptr;
   StoreColumns store_columns_ = nullptr;
   ToChannelsLast convert_ = nullptr;
+  Strides dst_;  // the weight gradient's strides (strides_of)
   int mr_ = 0, nr_ = 0;  // the kernel's tile (kernel config)
   int64_t groups_ = 1, n_ = 0, k_ = 0, c_ = 0;
   ImageCopy dy_, x_;
