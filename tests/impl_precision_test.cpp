@@ -214,8 +214,9 @@ TEST(PrecisionModes, Fp16SubnormalsEveryPath) {
 // operand itself: each kernel's loaders (the channels-last copies of the
 // GEMMs with their 8x8 register transposes, the planar 1x1 packers, the
 // data gradients' weight packers, the small-channel and depthwise loads)
-// are swept on every ISA of this CPU against the hand rounding. Widths of 16 or more channels or pixels put
-// the values through the vector paths, not only the tails.
+// are swept on every ISA of this CPU against the hand rounding. Widths of
+// 16 or more channels or pixels put the values through the vector paths,
+// not only the tails.
 
 std::vector<float> sweep_values() {
   std::vector<float> v;

@@ -285,21 +285,65 @@ std::vector<TierGemm> strided_of_rows_kernels(const std::vector<TierGemm>& famil
   return v;
 }
 
-TEST(KernelGemm, StridedKernelsOfEveryRowCountAgainstTheContract) {
-  std::mt19937 rng(20261206);
+// The strided-only families that derive() makes of every fp32 and pair
+// family through the contract cases (no gather form, no row pitch); how
+// many there were.
+int check_strided_families(std::vector<TierGemm> (*derive)(const std::vector<TierGemm>&), uint32_t seed) {
+  std::mt19937 rng(seed);
   int tested = 0;
   for (bool pairs : {false, true})
-    for (const TierGemm& g : strided_of_rows_kernels(pairs ? bf16_kernels() : gemm_kernels())) {
+    for (const TierGemm& g : derive(pairs ? bf16_kernels() : gemm_kernels())) {
       ++tested;
       SCOPED_TRACE(g.name + " " + g.k.name);
       for (const Case& c : contract_cases()) {
         if (c.row_pitch != 0) continue;
         pairs ? check_pairs(g, false, c, rng) : check(g, false, c, rng);
-        if (HasFatalFailure()) return;
+        if (::testing::Test::HasFatalFailure()) return tested;
       }
     }
-  if (tested == 0) GTEST_SKIP() << "no tier here has strided kernels of each row count";
+  return tested;
 }
+
+TEST(KernelGemm, StridedKernelsOfEveryRowCountAgainstTheContract) {
+  if (check_strided_families(strided_of_rows_kernels, 20261206) == 0)
+    GTEST_SKIP() << "no tier here has strided kernels of each row count";
+}
+
+// Inexact operands for the bit-equality tests below (the order of the
+// additions shows): three runs (one empty), A steps `as` apart, B steps past
+// nr; each slot a normal draw, or two bf16 ones for the pair kernels.
+struct InexactRuns {
+  int64_t as, bs;
+  std::vector<int64_t> len{37, 0, 5}, a_off, b_off;
+  std::vector<float> a, b;
+  InexactRuns(bool pairs, int64_t a_step, int nr, int a_rows, std::normal_distribution<float>& dist,
+              std::mt19937& rng)
+      : as(a_step), bs(nr + 3), a_off{3, 0, 38 * as}, b_off{1, 0, 38 * bs},
+        a(static_cast<size_t>(a_off[2] + 5 * as + a_rows)), b(static_cast<size_t>(b_off[2] + 5 * bs + nr)) {
+    auto draw = [&] {
+      if (!pairs) return dist(rng);
+      auto bf16 = [&] { return static_cast<uint16_t>(std::bit_cast<uint32_t>(dist(rng)) >> 16); };
+      return pair_slot(bf16(), bf16());
+    };
+    for (float& x : a) x = draw();
+    for (float& x : b) x = draw();
+  }
+  // Kernel k over every run, A from row row0 on, added to acc.
+  void run(MicroKernel k, int64_t row0, float* acc) const {
+    MicroArgs ka;
+    ka.a[0] = a.data() + row0;
+    ka.b = b.data();
+    ka.as = as;
+    ka.bs = bs;
+    ka.a_off = a_off.data();
+    ka.b_off = b_off.data();
+    ka.len = len.data();
+    ka.runs = static_cast<int64_t>(len.size());
+    ka.acc = acc;
+    ka.accumulate = true;
+    k(ka);
+  }
+};
 
 // Any row count sums each element as `strided` does, bit for bit: rows of a
 // tile of r rows equal the same rows computed one at a time, and so do the
@@ -315,41 +359,15 @@ TEST(KernelGemm, StridedRowCountsGiveTheSameBits) {
       ++tested;
       SCOPED_TRACE(g.k.name);
       const int nr = g.k.nr, max_rows = std::max(g.k.strided_rows_max, g.k.mr);
-      // Pairs: two bf16 values of the normal draw per slot.
-      auto draw = [&] {
-        if (!pairs) return dist(rng);
-        auto bf16 = [&] { return static_cast<uint16_t>(std::bit_cast<uint32_t>(dist(rng)) >> 16); };
-        return pair_slot(bf16(), bf16());
-      };
-      // Three runs (one empty), A steps wider than a tile, B steps past nr.
-      const int64_t as = 19, bs = nr + 3;
-      const std::vector<int64_t> len = {37, 0, 5}, a_off = {3, 0, 38 * as}, b_off = {1, 0, 38 * bs};
-      std::vector<float> a(static_cast<size_t>(a_off[2] + 5 * as + max_rows));
-      std::vector<float> b(static_cast<size_t>(b_off[2] + 5 * bs + nr));
-      for (float& x : a) x = draw();
-      for (float& x : b) x = draw();
-      auto run = [&](MicroKernel k, int row0, int rows, std::vector<float>& acc, bool accumulate) {
-        MicroArgs ka;
-        ka.a[0] = a.data() + row0;
-        ka.b = b.data();
-        ka.as = as;
-        ka.bs = bs;
-        ka.a_off = a_off.data();
-        ka.b_off = b_off.data();
-        ka.len = len.data();
-        ka.runs = static_cast<int64_t>(len.size());
-        acc.resize(static_cast<size_t>(rows * nr));
-        ka.acc = acc.data();
-        ka.accumulate = accumulate;
-        k(ka);
-      };
+      // A steps wider than a tile.
+      const InexactRuns in(pairs, 19, nr, max_rows, dist, rng);
       std::vector<float> init(static_cast<size_t>(nr));
       for (float& x : init) x = dist(rng);
       // Row i alone, from the same initial accumulators.
       std::vector<std::vector<float>> one(static_cast<size_t>(max_rows));
       for (int i = 0; i < max_rows; ++i) {
         one[i] = init;
-        run(g.k.strided_kernel(1), i, 1, one[i], true);
+        in.run(g.k.strided_kernel(1), i, one[i].data());
       }
       auto expect_rows = [&](const std::vector<float>& acc, int rows, const std::string& what) {
         for (int i = 0; i < rows; ++i)
@@ -359,12 +377,12 @@ TEST(KernelGemm, StridedRowCountsGiveTheSameBits) {
       for (int rows = 2; rows <= g.k.strided_rows_max; ++rows) {
         std::vector<float> acc;
         for (int i = 0; i < rows; ++i) acc.insert(acc.end(), init.begin(), init.end());
-        run(g.k.strided_kernel(rows), 0, rows, acc, true);
+        in.run(g.k.strided_kernel(rows), 0, acc.data());
         expect_rows(acc, rows, std::to_string(rows) + " rows");
       }
       std::vector<float> acc;
       for (int i = 0; i < g.k.mr; ++i) acc.insert(acc.end(), init.begin(), init.end());
-      run(g.k.strided, 0, g.k.mr, acc, true);
+      in.run(g.k.strided, 0, acc.data());
       expect_rows(acc, g.k.mr, "the mr-row kernel");
     }
   if (tested == 0) GTEST_SKIP() << "no tier here has strided kernels of each row count";
@@ -390,24 +408,12 @@ std::vector<TierGemm> strided_half_kernels(const std::vector<TierGemm>& families
 }
 
 TEST(KernelGemm, HalfWidthStridedKernelsAgainstTheContract) {
-  std::mt19937 rng(20261208);
-  int tested = 0;
-  for (bool pairs : {false, true})
-    for (const TierGemm& g : strided_half_kernels(pairs ? bf16_kernels() : gemm_kernels())) {
-      ++tested;
-      SCOPED_TRACE(g.name + " " + g.k.name);
-      for (const Case& c : contract_cases()) {
-        if (c.row_pitch != 0) continue;
-        pairs ? check_pairs(g, false, c, rng) : check(g, false, c, rng);
-        if (HasFatalFailure()) return;
-      }
-    }
-  if (tested == 0) GTEST_SKIP() << "no tier here has half-width strided kernels";
+  if (check_strided_families(strided_half_kernels, 20261208) == 0)
+    GTEST_SKIP() << "no tier here has half-width strided kernels";
 }
 
 // The half-width kernel sums each of its columns as `strided` sums the same
-// column, bit for bit, so a planner may give a tail to either. Inexact data
-// (the order of the additions shows), B steps past nr, three runs.
+// column, bit for bit, so a planner may give a tail to either.
 TEST(KernelGemm, HalfWidthStridedKernelsGiveTheStridedKernelsBits) {
   std::mt19937 rng(20261209);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -418,39 +424,15 @@ TEST(KernelGemm, HalfWidthStridedKernelsGiveTheStridedKernelsBits) {
       ++tested;
       SCOPED_TRACE(g.k.name);
       const int mr = g.k.mr, nr = g.k.nr, half = nr / 2;
-      auto draw = [&] {
-        if (!pairs) return dist(rng);
-        auto bf16 = [&] { return static_cast<uint16_t>(std::bit_cast<uint32_t>(dist(rng)) >> 16); };
-        return pair_slot(bf16(), bf16());
-      };
-      const int64_t as = mr + 5, bs = nr + 3;
-      const std::vector<int64_t> len = {37, 0, 5}, a_off = {3, 0, 38 * as}, b_off = {1, 0, 38 * bs};
-      std::vector<float> a(static_cast<size_t>(a_off[2] + 5 * as + mr));
-      std::vector<float> b(static_cast<size_t>(b_off[2] + 5 * bs + nr));
-      for (float& x : a) x = draw();
-      for (float& x : b) x = draw();
+      const InexactRuns in(pairs, mr + 5, nr, mr, dist, rng);
       std::vector<float> full(static_cast<size_t>(mr * nr)), part(static_cast<size_t>(mr * half));
       for (int i = 0; i < mr; ++i)
         for (int j = 0; j < nr; ++j) {
           full[i * nr + j] = dist(rng);
           if (j < half) part[i * half + j] = full[i * nr + j];
         }
-      auto run = [&](MicroKernel k, std::vector<float>& acc) {
-        MicroArgs ka;
-        ka.a[0] = a.data();
-        ka.b = b.data();
-        ka.as = as;
-        ka.bs = bs;
-        ka.a_off = a_off.data();
-        ka.b_off = b_off.data();
-        ka.len = len.data();
-        ka.runs = static_cast<int64_t>(len.size());
-        ka.acc = acc.data();
-        ka.accumulate = true;
-        k(ka);
-      };
-      run(g.k.strided, full);
-      run(g.k.strided_half, part);
+      in.run(g.k.strided, 0, full.data());
+      in.run(g.k.strided_half, 0, part.data());
       for (int i = 0; i < mr; ++i)
         ASSERT_EQ(std::memcmp(part.data() + i * half, full.data() + i * nr, sizeof(float) * half), 0)
             << "row " << i << " differs from the strided kernel's";
