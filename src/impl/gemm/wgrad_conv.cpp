@@ -292,12 +292,12 @@ class WgradKernel final : public OpKernel {
     ka.as = as_;
     ka.bs = bs_;
     ka.acc = tile;
-    const int64_t end = task_begin(task + 1), taps = sp_.taps();
+    const int64_t begin = task_begin(task), end = task_begin(task + 1), taps = sp_.taps();
     int64_t unit_first_tap = 0;  // the first tap of the current unit this task computed
-    for (int64_t tl = task_begin(task); tl < end; ++tl) {
+    for (int64_t tl = begin; tl < end; ++tl) {
       const Tile t = tile_at(tl);
       if (unit_stores_) {
-        if (t.tap == 0 || tl == task_begin(task)) unit_first_tap = t.tap;
+        if (t.tap == 0 || tl == begin) unit_first_tap = t.tap;
         ka.acc = tile + t.tap * mr_ * nr_;
       }
       const TapRuns& r = tap_runs_[static_cast<size_t>(t.tap)];
