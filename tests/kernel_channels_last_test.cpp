@@ -3,8 +3,8 @@
 // the same bytes for every dtype and operand rounding (an fp16 signaling NaN
 // excepted, which the vector tiers' F16C decode quiets), on random bit
 // patterns with NaN payloads, infinities and subnormals among them; exact
-// tiles, channel and pixel tails, sub-tiles, both fast layouts (unit pixel or
-// channel stride) and the strided one, source offsets, and a destination
+// tiles, channel and pixel tails, sub-tiles, the fast layouts (pixels one or
+// two elements apart, or channels one apart) and the strided one, source offsets, and a destination
 // pitch whose gaps must stay untouched.
 #include <gtest/gtest.h>
 
@@ -82,17 +82,23 @@ TEST(KernelToChannelsLast, SameBitsAsPortable) {
   if (tiers.empty()) GTEST_SKIP() << "no vector tier runs here: only the portable converter exists";
   std::mt19937_64 rng(7);
   const int64_t kChannels[] = {1, 5, 6, 8, 9, 15, 16, 17, 33};
-  const int64_t kPixels[] = {1, 3, 7, 8, 9, 15, 16, 17, 40};
+  const int64_t kPixels[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40};
   for (Isa isa : tiers) {
     const ToChannelsLast convert = kernel_config(isa).to_channels_last;
     for (DataType dt : kTypes)
       for (OperandRounding rnd : kRoundings)
         for (int64_t nc : kChannels)
           for (int64_t nw : kPixels) {
-            // Pixels contiguous (planar rows, slack after each), channels
+            // Pixels contiguous (planar rows, slack after each), every
+            // other pixel of planar rows (a stride-2 column phase), channels
             // contiguous (a channels-last image, slack after each pixel),
-            // and neither (the portable path on every tier).
-            const Layout2 layouts[] = {{"planar", nw + 3, 1}, {"channels_last", 1, nc + 2}, {"strided", 2, 2 * nc + 1}};
+            // and neither (the portable path on every tier). The source
+            // ends at the last element read: the sanitizer builds catch a
+            // read past it.
+            const Layout2 layouts[] = {{"planar", nw + 3, 1},
+                                       {"planar_every_other", 2 * nw + 1, 2},
+                                       {"channels_last", 1, nc + 2},
+                                       {"strided", 2, 2 * nc + 1}};
             for (const Layout2& l : layouts)
               for (int64_t index : {0, 5}) {
                 const int64_t extent = index + (nc - 1) * l.cs + (nw - 1) * l.ws + 1;
@@ -122,6 +128,50 @@ TEST(KernelToChannelsLast, SameBitsAsPortable) {
                 }
               }
           }
+  }
+}
+
+// Each tier's two-phase converter (ToChannelsLastSplit) against the portable
+// converter run on every other pixel from 0 and from 1: the same words in
+// both phase buffers, the gaps of their pitch and the words past their last
+// pixel untouched, over channel and pixel tails around each tier's W x W
+// transpose (odd and even pixel counts), source offsets and every dtype and
+// rounding. The source ends at its last element: the sanitizer builds catch
+// a read past it.
+TEST(KernelToChannelsLastSplit, SameBitsAsPortableEveryOtherPixel) {
+  std::mt19937_64 rng(9);
+  const int64_t kChannels[] = {1, 6, 8, 9, 16, 17};
+  const int64_t kPixels[] = {1, 2, 3, 15, 16, 17, 31, 32, 33, 34, 63, 64, 65, 70};
+  for (Isa isa : test_isas()) {
+    const ToChannelsLastSplit split = kernel_config(isa).to_channels_last_split;
+    ASSERT_NE(split, nullptr) << tier_name(isa);
+    for (DataType dt : kTypes)
+      for (OperandRounding rnd : kRoundings)
+        for (int64_t nc : kChannels)
+          for (int64_t nw : kPixels)
+            for (int64_t index : {0, 3}) {
+              const int64_t cs = nw + 2;
+              const int64_t extent = index + (nc - 1) * cs + nw;
+              const std::vector<unsigned char> src = source(dt, static_cast<size_t>(extent), rng);
+              const int64_t pitch = nc + 3;
+              const size_t floats = static_cast<size_t>(((nw + 1) / 2) * pitch + 4);
+              std::vector<float> want_even(floats), want_odd(floats), got_even(floats), got_odd(floats);
+              for (auto* b : {&want_even, &want_odd, &got_even, &got_odd})
+                std::memset(b->data(), 0xA5, floats * sizeof(float));
+              scalar::to_channels_last(src.data(), dt, rnd, index, cs, 2, nc, (nw + 1) / 2, want_even.data(), pitch);
+              scalar::to_channels_last(src.data(), dt, rnd, index + 1, cs, 2, nc, nw / 2, want_odd.data(), pitch);
+              split(src.data(), dt, rnd, index, cs, nc, nw, got_even.data(), got_odd.data(), pitch);
+              for (size_t e = 0; e < floats; ++e) {
+                const std::string where = tier_name(isa) + " dtype " + std::string(to_string(dt)) + " rounding " +
+                                          std::to_string(static_cast<int>(rnd)) + " nc " + std::to_string(nc) +
+                                          " nw " + std::to_string(nw) + " index " + std::to_string(index) +
+                                          " element " + std::to_string(e);
+                ASSERT_TRUE(same_word(dt, std::bit_cast<uint32_t>(want_even[e]), std::bit_cast<uint32_t>(got_even[e])))
+                    << "even phase, " << where;
+                ASSERT_TRUE(same_word(dt, std::bit_cast<uint32_t>(want_odd[e]), std::bit_cast<uint32_t>(got_odd[e])))
+                    << "odd phase, " << where;
+              }
+            }
   }
 }
 

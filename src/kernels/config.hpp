@@ -82,6 +82,8 @@ struct KernelConfig {
   InterleavePairRows interleave_pair_rows = nullptr;
   // Pair words shifted by one element (kernels/interleave_pairs.hpp).
   ShiftPairWords shift_pair_words = nullptr;
+  // The channels-last conversion into two column phases (kernels/gemm.hpp).
+  ToChannelsLastSplit to_channels_last_split = nullptr;
 };
 
 // The tier's name as plans report it: "avx2", "avx512", "avx512_emu".

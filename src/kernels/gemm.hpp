@@ -113,6 +113,13 @@ using ToChannelsLast = void (*)(const void* src, DataType dt, OperandRounding ro
                                 int64_t cstride, int64_t wstride, int64_t nc, int64_t nw, float* dst,
                                 int64_t pitch);
 
+// ToChannelsLast of a planar block (pixels contiguous: wstride 1) into two
+// column phases: source pixel 2j goes to even[j*pitch + c], pixel 2j+1 to
+// odd[j*pitch + c]. (A stride-2 weight gradient's x copy: ImageCopy::col_step.)
+using ToChannelsLastSplit = void (*)(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,
+                                     int64_t cstride, int64_t nc, int64_t nw, float* even, float* odd,
+                                     int64_t pitch);
+
 // Moves planar bf16 rows into the bf16 pair family's 32-bit slots, channels
 // last, bit for bit: row j of the block starts at src + j*cstride and holds
 // len contiguous elements. Two ways to pair them:

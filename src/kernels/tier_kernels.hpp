@@ -20,6 +20,8 @@
   namespace convbwd::detail::ns {                                                                           \
   void to_channels_last(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,         \
                         int64_t cstride, int64_t wstride, int64_t nc, int64_t nw, float* dst, int64_t pitch); \
+  void to_channels_last_split(const void* src, DataType dt, OperandRounding rounding, int64_t src_index,   \
+                              int64_t cstride, int64_t nc, int64_t nw, float* even, float* odd, int64_t pitch); \
   void store_row(const float* src, int64_t n, void* base, DataType dt, int64_t index, int64_t stride);     \
   void store_rows(const float* src, int64_t src_pitch, int64_t rows, int64_t n, void* base, DataType dt,   \
                   int64_t index, int64_t row_stride);                                                       \
@@ -56,7 +58,7 @@
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
         {8, &ns::depthwise_task, {8, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}}, {8, &ns::bias_task}, \
         {}, {}, {}, &ns::store_rows, &::convbwd::detail::scalar::bf16_pairs_channels_last, &ns::store_columns, \
-        &ns::add_row, &ns::interleave_pair_rows, &ns::shift_pair_words                                         \
+        &ns::add_row, &ns::interleave_pair_rows, &ns::shift_pair_words, &ns::to_channels_last_split           \
   }
 
 // The AVX-512 tier from namespace ns (avx512, or avx512_emu in the tests):
@@ -78,7 +80,7 @@
         {16, &ns::bias_task},                                                                                  \
         {16, 16, &ns::f32_gemm_12x16_gather, &ns::f32_gemm_16x16_strided, "f32_gemm_16x16_" #ns, 12},          \
         {}, {}, &ns::store_rows, &ns::bf16_pairs_channels_last, &ns::store_columns, &ns::add_row,              \
-        &ns::interleave_pair_rows, &ns::shift_pair_words                                                       \
+        &ns::interleave_pair_rows, &ns::shift_pair_words, &ns::to_channels_last_split                          \
   }
 
 CONVBWD_DECLARE_TIER_KERNELS(scalar, 6x16)

@@ -53,11 +53,62 @@ void ImageCopy::copy_rows(const void* base, int64_t src_index, int64_t cstride, 
   if (found && nonfinite) *found = true;
 }
 
+void ImageCopy::set_col_phases(int64_t step, int64_t taps, int64_t dilation) {
+  col_step = step;
+  col_phases.clear();
+  if (step <= 1) return;
+  for (int64_t r = 0; r < taps && static_cast<int64_t>(col_phases.size()) < step; ++r) {
+    const int64_t residue = r * dilation % step;
+    if (std::find(col_phases.begin(), col_phases.end(), residue) == col_phases.end()) col_phases.push_back(residue);
+  }
+}
+
+int64_t ImageCopy::column_pixel(int64_t e) const {
+  if (col_step <= 1) return e;
+  const auto at = std::find(col_phases.begin(), col_phases.end(), e % col_step);
+  return (at - col_phases.begin()) * phase_cols() + e / col_step;
+}
+
+void ImageCopy::copy_phases(const void* base, int64_t src_row, int64_t wstride, int64_t cstride, int64_t nc,
+                            int64_t w_lo, int64_t w_hi, float* o, bool zero_nonfinite, bool* found) const {
+  const int64_t pc = phase_cols();
+  // Both phases of a planar row go through one pass of loads (the split
+  // converter); else each stored phase reads every col_step-th column.
+  const bool split = col_phases.size() == 2 && col_step == 2 && !pairs && wstride == 1 && cstride != 1;
+  // Phase q holds stored columns col_phases[q] + j * col_step, j < pc: the
+  // source data at [lo_q, hi_q), zeros around it. (Rows can be short: no
+  // call is made for nothing.)
+  for (size_t q = 0; q < col_phases.size(); ++q) {
+    const int64_t first = col_phases[q];
+    const auto index_past = [&](int64_t e) { return e <= first ? 0 : std::min(pc, (e - first + col_step - 1) / col_step); };
+    const int64_t lo_q = index_past(w_lo), hi_q = index_past(w_hi);
+    float* const to = o + static_cast<int64_t>(q) * pc * cp;
+    if (lo_q > 0) std::memset(to, 0, static_cast<size_t>(lo_q * cp) * sizeof(float));
+    if (hi_q < pc) std::memset(to + hi_q * cp, 0, static_cast<size_t>((pc - hi_q) * cp) * sizeof(float));
+    if (!split && lo_q < hi_q)
+      copy_rows(base, src_row + (first + lo_q * col_step) * wstride, cstride, col_step * wstride, nc, hi_q - lo_q,
+                to + lo_q * cp, zero_nonfinite, found);
+  }
+  if (!split || w_lo >= w_hi) return;
+  // The first stored column (w_lo) goes to its phase, the next to the other.
+  const bool first_is_q0 = w_lo % 2 == col_phases[0];
+  float* const to_first = o + (first_is_q0 ? 0 : pc * cp) + (w_lo / 2) * cp;
+  float* const to_second = o + (first_is_q0 ? pc * cp : 0) + ((w_lo + 1) / 2) * cp;
+  const int64_t nw = w_hi - w_lo;
+  convert_split(base, v.dtype, rounding, src_row + w_lo, cstride, nc, nw, to_first, to_second, cp);
+  if (zero_nonfinite || cp > nc) {
+    finish_rows(to_first, (nw + 1) / 2, nc, zero_nonfinite);
+    finish_rows(to_second, nw / 2, nc, zero_nonfinite);
+  }
+  // One check of the whole row: its zeros are finite.
+  if (found && check(o, 2 * pc * cp)) *found = true;
+}
+
 void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite,
                            bool* found) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
   const Strides st = strides_of(v, spatial);
-  const int64_t row = ext[2] * cp;
+  const int64_t row = row_pixels() * cp;
   const int64_t x0 = e0 - lo[0];
   // Stored positions [w_lo, w_hi) of the last dim hold source data.
   const int64_t w_lo = std::clamp<int64_t>(lo[2], 0, ext[2]);
@@ -76,7 +127,7 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
     // stored and source positions coincide (lo == 0) and span the same
     // extents; a data-gradient copy with lo < 0 (its first stored position
     // is a later source one) goes row by row below.
-    if (lo[1] == 0 && lo[2] == 0 && src[1] == ext[1] && src[2] == ext[2] &&
+    if (col_step <= 1 && lo[1] == 0 && lo[2] == 0 && src[1] == ext[1] && src[2] == ext[2] &&
         (ext[1] == 1 || st.sp[1] == ext[2] * st.sp[2])) {
       const int64_t pixels = ext[1] * ext[2];
       copy_rows(base, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, st.sp[2], nc, pixels,
@@ -90,11 +141,17 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
         std::memset(o, 0, static_cast<size_t>(row) * sizeof(float));
         continue;
       }
+      // Source element of stored column 0 (before any padding).
+      const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1] -
+                              lo[2] * st.sp[2];
+      if (col_step > 1) {
+        copy_phases(base, src_row, st.sp[2], st.ch, nc, w_lo, w_hi, o, zero_nonfinite, found);
+        continue;
+      }
       std::memset(o, 0, static_cast<size_t>(w_lo * cp) * sizeof(float));
       std::memset(o + w_hi * cp, 0, static_cast<size_t>((ext[2] - w_hi) * cp) * sizeof(float));
-      const int64_t src_row = st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0] + x1 * st.sp[1] +
-                              (w_lo - lo[2]) * st.sp[2];
-      copy_rows(base, src_row, st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, zero_nonfinite, found);
+      copy_rows(base, src_row + w_lo * st.sp[2], st.ch, st.sp[2], nc, w_hi - w_lo, o + w_lo * cp, zero_nonfinite,
+                found);
     }
   }
 }

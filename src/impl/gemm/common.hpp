@@ -151,6 +151,7 @@ struct ImageCopy {
   std::array<int64_t, 3> ext{1, 1, 1};  // stored extents
   std::array<int64_t, 3> lo{0, 0, 0};
   ToChannelsLast convert = scalar::to_channels_last;  // chosen by ISA at plan time
+  ToChannelsLastSplit convert_split = scalar::to_channels_last_split;  // likewise
   AnyNonfinite check = scalar::any_nonfinite;         // likewise
   Bf16PairsChannelsLast pairs_channels_last = scalar::bf16_pairs_channels_last;  // likewise
   // bf16 pairs (the bf16 kernels of kernels/gemm.hpp): each stored 32-bit
@@ -160,10 +161,27 @@ struct ImageCopy {
   // (unlike fp32's zero channels: no kernel reads them, and no check scans
   // them). Else each slot is one channel in fp32.
   bool pairs = false;
+  // Column phases (fp32 slots only): with col_step > 1, a stored row holds,
+  // for each residue of col_phases in turn, the stored columns e with
+  // e % col_step == residue, in order, phase_cols() pixels each; columns of
+  // other residues are not stored. Why: a stride-s weight gradient's tap
+  // reads every s-th column of x; so stored, its B operand steps one pixel
+  // (64 bytes), not s, and columns no tap reads are not copied.
+  int64_t col_step = 1;
+  std::vector<int64_t> col_phases;
+  // Stores the residues of the columns r * dilation, r < taps (the taps of
+  // the last spatial dim) read, with step col_step.
+  void set_col_phases(int64_t step, int64_t taps, int64_t dilation);
+  int64_t phase_cols() const { return col_step > 1 ? (ext[2] + col_step - 1) / col_step : ext[2]; }
+  int64_t row_pixels() const {
+    return col_step > 1 ? static_cast<int64_t>(col_phases.size()) * phase_cols() : ext[2];
+  }
+  // Pixels from a stored row's start to stored column e (of a stored residue).
+  int64_t column_pixel(int64_t e) const;
 
   int64_t slots() const { return pairs ? (cg + 1) / 2 : cg; }  // per pixel, unpadded
   int64_t blocks() const { return (slots() + cp - 1) / cp; }
-  int64_t block_floats() const { return ext[0] * ext[1] * ext[2] * cp; }
+  int64_t block_floats() const { return ext[0] * ext[1] * row_pixels() * cp; }
   int64_t image_floats() const { return blocks() * block_floats(); }
   int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
   // Copies plane (g, e0) of image n into dst (the copy of that image, all groups).
@@ -181,6 +199,11 @@ struct ImageCopy {
   // padding, zero_nonfinite and found of copy_plane.
   void copy_rows(const void* base, int64_t src_index, int64_t cstride, int64_t wstride, int64_t nc, int64_t nw,
                  float* o, bool zero_nonfinite, bool* found) const;
+  // Stores the source columns [w_lo, w_hi) (stored positions) of a row into
+  // its column phases from row start o, zeros elsewhere; src_row: the
+  // source element of stored column 0.
+  void copy_phases(const void* base, int64_t src_row, int64_t wstride, int64_t cstride, int64_t nc, int64_t w_lo,
+                   int64_t w_hi, float* o, bool zero_nonfinite, bool* found) const;
 };
 
 // A bf16 copy of one operand image per (n, group) for the weight

@@ -22,6 +22,10 @@ struct Avx2Lanes {
   template <OperandRounding Rn>
   static R round(R v) { return avx2::round8<Rn>(v); }
   static void transpose(R* r) { avx2::transpose8x8(r); }
+  static R even(R a, R b) {
+    const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   // Not vmaskmovps, which AMD cores take slowly: this runs once per 6 pixels
   // of the small-channel band copy.
@@ -33,6 +37,11 @@ struct Avx2Lanes {
 void avx2::to_channels_last(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws,
                            int64_t nc, int64_t nw, float* dst, int64_t pitch) {
   ChannelsLastKernel<Avx2Lanes>::run(src, dt, r, s0, cs, ws, nc, nw, dst, pitch);
+}
+
+void avx2::to_channels_last_split(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t nc,
+                                  int64_t nw, float* even, float* odd, int64_t pitch) {
+  ChannelsLastKernel<Avx2Lanes>::run_split(src, dt, r, s0, cs, nc, nw, even, odd, pitch);
 }
 
 }  // namespace convbwd::detail

@@ -21,6 +21,10 @@ struct Avx512Lanes {
   template <OperandRounding Rn>
   static R round(R v) { return round16<Rn>(v); }
   static void transpose(R* r) { transpose16x16(r); }
+  static R even(R a, R b) {
+    const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(a, idx, b);
+  }
   static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   static void store_partial(float* p, R v, int64_t n) { store_partial16(p, v, n); }
 };
@@ -30,6 +34,11 @@ struct Avx512Lanes {
 void to_channels_last(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t ws, int64_t nc,
                       int64_t nw, float* dst, int64_t pitch) {
   ChannelsLastKernel<Avx512Lanes>::run(src, dt, r, s0, cs, ws, nc, nw, dst, pitch);
+}
+
+void to_channels_last_split(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs, int64_t nc,
+                            int64_t nw, float* even, float* odd, int64_t pitch) {
+  ChannelsLastKernel<Avx512Lanes>::run_split(src, dt, r, s0, cs, nc, nw, even, odd, pitch);
 }
 
 }  // namespace convbwd::detail::CONVBWD_AVX512_NS

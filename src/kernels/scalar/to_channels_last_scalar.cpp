@@ -38,4 +38,10 @@ void scalar::to_channels_last(const void* src, DataType dt, OperandRounding r, i
   dispatch(dt, r, [&]<DataType T, OperandRounding R>() { convert<T, R>(src, s0, cs, ws, nc, nw, dst, pitch); });
 }
 
+void scalar::to_channels_last_split(const void* src, DataType dt, OperandRounding r, int64_t s0, int64_t cs,
+                                    int64_t nc, int64_t nw, float* even, float* odd, int64_t pitch) {
+  to_channels_last(src, dt, r, s0, cs, 2, nc, (nw + 1) / 2, even, pitch);
+  to_channels_last(src, dt, r, s0 + 1, cs, 2, nc, nw / 2, odd, pitch);
+}
+
 }  // namespace convbwd::detail
