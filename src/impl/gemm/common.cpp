@@ -63,18 +63,18 @@ void ImageCopy::set_col_phases(int64_t step, int64_t taps, int64_t dilation) {
   }
 }
 
-int64_t ImageCopy::column_pixel(int64_t e) const {
-  if (col_step <= 1) return e;
+int64_t ImageCopy::column_offset(int64_t e) const {
+  if (col_step <= 1) return e * cp;
   const auto at = std::find(col_phases.begin(), col_phases.end(), e % col_step);
-  return (at - col_phases.begin()) * phase_cols() + e / col_step;
+  return (at - col_phases.begin()) * ext[1] * row_floats() + e / col_step * cp;
 }
 
 void ImageCopy::copy_phases(const void* base, int64_t src_row, int64_t wstride, int64_t cstride, int64_t nc,
                             int64_t w_lo, int64_t w_hi, float* o, bool zero_nonfinite, bool* found) const {
-  const int64_t pc = phase_cols();
+  const int64_t pc = phase_cols(), phase_pitch = ext[1] * row_floats();
   // Both phases of a planar row go through one pass of loads (the split
   // converter); else each stored phase reads every col_step-th column.
-  const bool split = col_phases.size() == 2 && col_step == 2 && !pairs && wstride == 1 && cstride != 1;
+  const bool split = splits_rows(wstride, cstride);
   // Phase q holds stored columns col_phases[q] + j * col_step, j < pc: the
   // source data at [lo_q, hi_q), zeros around it. (Rows can be short: no
   // call is made for nothing.)
@@ -82,7 +82,7 @@ void ImageCopy::copy_phases(const void* base, int64_t src_row, int64_t wstride, 
     const int64_t first = col_phases[q];
     const auto index_past = [&](int64_t e) { return e <= first ? 0 : std::min(pc, (e - first + col_step - 1) / col_step); };
     const int64_t lo_q = index_past(w_lo), hi_q = index_past(w_hi);
-    float* const to = o + static_cast<int64_t>(q) * pc * cp;
+    float* const to = o + static_cast<int64_t>(q) * phase_pitch;
     if (lo_q > 0) std::memset(to, 0, static_cast<size_t>(lo_q * cp) * sizeof(float));
     if (hi_q < pc) std::memset(to + hi_q * cp, 0, static_cast<size_t>((pc - hi_q) * cp) * sizeof(float));
     if (!split && lo_q < hi_q)
@@ -92,31 +92,31 @@ void ImageCopy::copy_phases(const void* base, int64_t src_row, int64_t wstride, 
   if (!split || w_lo >= w_hi) return;
   // The first stored column (w_lo) goes to its phase, the next to the other.
   const bool first_is_q0 = w_lo % 2 == col_phases[0];
-  float* const to_first = o + (first_is_q0 ? 0 : pc * cp) + (w_lo / 2) * cp;
-  float* const to_second = o + (first_is_q0 ? pc * cp : 0) + ((w_lo + 1) / 2) * cp;
+  float* const to_first = o + (first_is_q0 ? 0 : phase_pitch) + (w_lo / 2) * cp;
+  float* const to_second = o + (first_is_q0 ? phase_pitch : 0) + ((w_lo + 1) / 2) * cp;
   const int64_t nw = w_hi - w_lo;
   convert_split(base, v.dtype, rounding, src_row + w_lo, cstride, nc, nw, to_first, to_second, cp);
   if (zero_nonfinite || cp > nc) {
     finish_rows(to_first, (nw + 1) / 2, nc, zero_nonfinite);
     finish_rows(to_second, nw / 2, nc, zero_nonfinite);
   }
-  // One check of the whole row: its zeros are finite.
-  if (found && check(o, 2 * pc * cp)) *found = true;
+  // One check of each phase's row: their zeros are finite.
+  if (found && (check(o, pc * cp) || check(o + phase_pitch, pc * cp))) *found = true;
 }
 
 void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite,
                            bool* found) const {
   const int64_t g = plane / ext[0], e0 = plane % ext[0];
   const Strides st = strides_of(v, spatial);
-  const int64_t row = row_pixels() * cp;
+  const int64_t row = row_floats();  // from a row to the next (of a phase)
   const int64_t x0 = e0 - lo[0];
   // Stored positions [w_lo, w_hi) of the last dim hold source data.
   const int64_t w_lo = std::clamp<int64_t>(lo[2], 0, ext[2]);
   const int64_t w_hi = std::clamp<int64_t>(lo[2] + src[2], 0, ext[2]);
   for (int64_t cb = 0; cb < blocks(); ++cb) {
-    float* out = dst + g * image_floats() + cb * block_floats() + e0 * ext[1] * row;
+    float* out = dst + g * image_floats() + cb * block_floats() + e0 * plane_floats();
     if (x0 < 0 || x0 >= src[0]) {
-      std::memset(out, 0, static_cast<size_t>(ext[1] * row) * sizeof(float));
+      std::memset(out, 0, static_cast<size_t>(plane_floats()) * sizeof(float));
       continue;
     }
     const int64_t per_block = pairs ? 2 * cp : cp;  // channels
@@ -127,8 +127,22 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
     // stored and source positions coincide (lo == 0) and span the same
     // extents; a data-gradient copy with lo < 0 (its first stored position
     // is a later source one) goes row by row below.
-    if (col_step <= 1 && lo[1] == 0 && lo[2] == 0 && src[1] == ext[1] && src[2] == ext[2] &&
-        (ext[1] == 1 || st.sp[1] == ext[2] * st.sp[2])) {
+    const bool unpadded = lo[1] == 0 && lo[2] == 0 && src[1] == ext[1] && src[2] == ext[2] &&
+                          (ext[1] == 1 || st.sp[1] == ext[2] * st.sp[2]);
+    // So are an unpadded plane's two column phases, when its rows are of
+    // even width (a pixel's parity is then its column's): its even pixels
+    // are phase 0's rows one after the other, its odd ones phase 1's.
+    if (unpadded && col_step > 1 && ext[2] % 2 == 0 && splits_rows(st.sp[2], st.ch)) {
+      const int64_t pixels = ext[1] * ext[2];
+      float* const odd = out + ext[1] * row_floats();
+      convert_split(base, v.dtype, rounding, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, nc,
+                    pixels, out, odd, cp);
+      finish_rows(out, pixels / 2, nc, zero_nonfinite);
+      finish_rows(odd, pixels / 2, nc, zero_nonfinite);
+      if (found && check(out, pixels * cp)) *found = true;
+      continue;
+    }
+    if (col_step <= 1 && unpadded) {
       const int64_t pixels = ext[1] * ext[2];
       copy_rows(base, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, st.sp[2], nc, pixels,
                 out, zero_nonfinite, found);
@@ -138,7 +152,8 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       float* o = out + e1 * row;
       const int64_t x1 = e1 - lo[1];
       if (x1 < 0 || x1 >= src[1] || w_lo >= w_hi) {
-        std::memset(o, 0, static_cast<size_t>(row) * sizeof(float));
+        for (size_t q = 0; q < std::max<size_t>(col_phases.size(), 1); ++q)
+          std::memset(o + static_cast<int64_t>(q) * ext[1] * row, 0, static_cast<size_t>(row) * sizeof(float));
         continue;
       }
       // Source element of stored column 0 (before any padding).

@@ -161,12 +161,14 @@ struct ImageCopy {
   // (unlike fp32's zero channels: no kernel reads them, and no check scans
   // them). Else each slot is one channel in fp32.
   bool pairs = false;
-  // Column phases (fp32 slots only): with col_step > 1, a stored row holds,
-  // for each residue of col_phases in turn, the stored columns e with
-  // e % col_step == residue, in order, phase_cols() pixels each; columns of
-  // other residues are not stored. Why: a stride-s weight gradient's tap
-  // reads every s-th column of x; so stored, its B operand steps one pixel
-  // (64 bytes), not s, and columns no tap reads are not copied.
+  // Column phases (fp32 slots only): with col_step > 1, a stored plane (one
+  // position of dim 0) holds, for each residue of col_phases in turn, its
+  // rows' stored columns e with e % col_step == residue, in order,
+  // phase_cols() pixels a row; columns of other residues are not stored.
+  // Why: a stride-s weight gradient's tap reads every s-th column of x; so
+  // stored, its B operand steps one pixel (64 bytes), not s, and columns no
+  // tap reads are not copied. Phases outside the rows: an unpadded plane's
+  // phases are then its pixels of each parity, converted in one call.
   int64_t col_step = 1;
   std::vector<int64_t> col_phases;
   // Stores the residues of the columns r * dilation, r < taps (the taps of
@@ -176,8 +178,12 @@ struct ImageCopy {
   int64_t row_pixels() const {
     return col_step > 1 ? static_cast<int64_t>(col_phases.size()) * phase_cols() : ext[2];
   }
-  // Pixels from a stored row's start to stored column e (of a stored residue).
-  int64_t column_pixel(int64_t e) const;
+  // Floats from a stored row to the next (within a phase), from a plane to
+  // the next, and from a plane's start to its row 0's stored column e (of a
+  // stored residue).
+  int64_t row_floats() const { return phase_cols() * cp; }
+  int64_t plane_floats() const { return ext[1] * row_pixels() * cp; }
+  int64_t column_offset(int64_t e) const;
 
   int64_t slots() const { return pairs ? (cg + 1) / 2 : cg; }  // per pixel, unpadded
   int64_t blocks() const { return (slots() + cp - 1) / cp; }
@@ -200,10 +206,15 @@ struct ImageCopy {
   void copy_rows(const void* base, int64_t src_index, int64_t cstride, int64_t wstride, int64_t nc, int64_t nw,
                  float* o, bool zero_nonfinite, bool* found) const;
   // Stores the source columns [w_lo, w_hi) (stored positions) of a row into
-  // its column phases from row start o, zeros elsewhere; src_row: the
-  // source element of stored column 0.
+  // its column phases, phase q's row from o + q * ext[1] * row_floats(),
+  // zeros elsewhere; src_row: the source element of stored column 0.
   void copy_phases(const void* base, int64_t src_row, int64_t wstride, int64_t cstride, int64_t nc, int64_t w_lo,
                    int64_t w_hi, float* o, bool zero_nonfinite, bool* found) const;
+  // Whether rows of a source with these strides split into both column
+  // phases in one pass (the split converter: planar fp32 slots, stride 2).
+  bool splits_rows(int64_t wstride, int64_t cstride) const {
+    return col_phases.size() == 2 && col_step == 2 && !pairs && wstride == 1 && cstride != 1;
+  }
 };
 
 // A bf16 copy of one operand image per (n, group) for the weight

@@ -93,18 +93,16 @@ class WgradKernel final : public OpKernel {
       // so that a tap's B steps are one pixel apart, and a column no tap
       // reads is not copied. Gradient alone, one thread of a Zen 3 against
       // the interleaved copy: DCGAN 4x4 s2 128->64 1/1.10 of the time, 3x3
-      // s2 128@56 1/1.04, 1x1 s2 256->512 @56 1/1.11 (half the copy). Not
-      // where the taps read each column exactly once (2x2 stride 2): the
-      // kernel gains nothing there and the 3D 2x2x2 layer took 1.04x the
-      // time (UNet's 2D one 1/1.04). (Other strides would copy planar
+      // s2 128@56 1/1.04, 1x1 s2 256->512 @56 1/1.11 (half the copy), UNet
+      // 2x2 s2 1/1.06 (3D 2x2x2 level). (Other strides would copy planar
       // sources element by element: the vector converters read pixels one
       // or two elements apart.)
-      const bool taps_tile_row = sp_.k[2] == 2 && sp_.d[2] == 1;
-      if (sp_.s[2] == 2 && !taps_tile_row) x_.set_col_phases(2, sp_.k[2], sp_.d[2]);
+      if (sp_.s[2] == 2) x_.set_col_phases(2, sp_.k[2], sp_.d[2]);
       x_.convert_split = cfg.to_channels_last_split;
       dy_row_ = sp_.y[2] * dy_.cp;
-      x_row_ = x_.row_pixels() * x_.cp;
-      for (int64_t r = 0; r < sp_.k[2]; ++r) x_col_.push_back(x_.column_pixel(r * sp_.d[2]) * x_.cp);
+      x_row_ = x_.row_floats();
+      x_plane_ = x_.plane_floats();
+      for (int64_t r = 0; r < sp_.k[2]; ++r) x_col_.push_back(x_.column_offset(r * sp_.d[2]));
       as_ = dy_.cp;
       bs_ = (x_.col_step > 1 ? 1 : sp_.s[2]) * x_.cp;
       row_steps_ = sp_.y[2];
@@ -379,7 +377,7 @@ class WgradKernel final : public OpKernel {
       if (x0 < 0 || x0 >= x_.src[0] || x1 < 0 || x1 >= x_.src[1]) continue;
       const int64_t a = i * groups_ * dy_img + (o0 * sp_.y[1] + o1) * dy_row_;
       const int64_t b = i * groups_ * x_img +
-                        ((o0 * sp_.s[0] + r0 * sp_.d[0]) * x_.ext[1] + o1 * sp_.s[1] + r1 * sp_.d[1]) * x_row_ +
+                        (o0 * sp_.s[0] + r0 * sp_.d[0]) * x_plane_ + (o1 * sp_.s[1] + r1 * sp_.d[1]) * x_row_ +
                         x_col_[static_cast<size_t>(r2)];
       if (runs > 0 && a == a_off[runs - 1] + len[runs - 1] * as_ && b == b_off[runs - 1] + len[runs - 1] * bs_) {
         len[runs - 1] += row_steps_;
@@ -444,6 +442,7 @@ class WgradKernel final : public OpKernel {
     xp_.set_columns(sp_.k[2], sp_.d[2], sp_.y[2]);
     dy_row_ = dyp_.row_floats();
     x_row_ = xp_.row_floats();
+    x_plane_ = x_.ext[1] * x_row_;
     for (int64_t r = 0; r < sp_.k[2]; ++r) x_col_.push_back(xp_.column_offset(r));
     as_ = dyp_.cp;
     bs_ = xp_.cp;
@@ -549,7 +548,7 @@ class WgradKernel final : public OpKernel {
   PixelPairCopy dyp_, xp_;
   // Floats per stored row of dy and x, to each tap column's first element in
   // an x row, per kernel step in dy (A) and x (B), and steps per output row.
-  int64_t dy_row_ = 0, x_row_ = 0, as_ = 1, bs_ = 1, row_steps_ = 1;
+  int64_t dy_row_ = 0, x_row_ = 0, x_plane_ = 0, as_ = 1, bs_ = 1, row_steps_ = 1;
   std::vector<int64_t> x_col_;
   int64_t kt_ = 0, ct_ = 0, tiles_ = 0, rows_per_chunk_ = 1, tasks_ = 1;
   int64_t acc_floats_ = 0, scratch_floats_ = 0, image_floats_ = 0, batch_ = 0;
