@@ -94,14 +94,16 @@ void ImageCopy::copy_phases(const void* base, int64_t src_row, int64_t wstride, 
   const bool first_is_q0 = w_lo % 2 == col_phases[0];
   float* const to_first = o + (first_is_q0 ? 0 : phase_pitch) + (w_lo / 2) * cp;
   float* const to_second = o + (first_is_q0 ? phase_pitch : 0) + ((w_lo + 1) / 2) * cp;
-  const int64_t nw = w_hi - w_lo;
-  convert_split(base, v.dtype, rounding, src_row + w_lo, cstride, nc, nw, to_first, to_second, cp);
-  if (zero_nonfinite || cp > nc) {
-    finish_rows(to_first, (nw + 1) / 2, nc, zero_nonfinite);
-    finish_rows(to_second, nw / 2, nc, zero_nonfinite);
+  split_rows(base, src_row + w_lo, cstride, nc, w_hi - w_lo, to_first, to_second, zero_nonfinite, found);
+}
+
+void ImageCopy::split_rows(const void* base, int64_t src_index, int64_t cstride, int64_t nc, int64_t nw, float* first,
+                           float* second, bool zero_nonfinite, bool* found) const {
+  convert_split(base, v.dtype, rounding, src_index, cstride, nc, nw, first, second, cp);
+  for (const auto& [o, pixels] : {std::pair{first, (nw + 1) / 2}, std::pair{second, nw / 2}}) {
+    finish_rows(o, pixels, nc, zero_nonfinite);
+    if (found && check(o, pixels * cp)) *found = true;
   }
-  // One check of each phase's row: their zeros are finite.
-  if (found && (check(o, pc * cp) || check(o + phase_pitch, pc * cp))) *found = true;
 }
 
 void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* dst, bool zero_nonfinite,
@@ -133,13 +135,8 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
     // even width (a pixel's parity is then its column's): its even pixels
     // are phase 0's rows one after the other, its odd ones phase 1's.
     if (unpadded && col_step > 1 && ext[2] % 2 == 0 && splits_rows(st.sp[2], st.ch)) {
-      const int64_t pixels = ext[1] * ext[2];
-      float* const odd = out + ext[1] * row_floats();
-      convert_split(base, v.dtype, rounding, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, nc,
-                    pixels, out, odd, cp);
-      finish_rows(out, pixels / 2, nc, zero_nonfinite);
-      finish_rows(odd, pixels / 2, nc, zero_nonfinite);
-      if (found && check(out, pixels * cp)) *found = true;
+      split_rows(base, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, nc, ext[1] * ext[2], out,
+                 out + ext[1] * row_floats(), zero_nonfinite, found);
       continue;
     }
     if (col_step <= 1 && unpadded) {

@@ -210,6 +210,10 @@ struct ImageCopy {
   // zeros elsewhere; src_row: the source element of stored column 0.
   void copy_phases(const void* base, int64_t src_row, int64_t wstride, int64_t cstride, int64_t nc, int64_t w_lo,
                    int64_t w_hi, float* o, bool zero_nonfinite, bool* found) const;
+  // As copy_rows, a planar row of nw pixels into two column phases:
+  // source pixel 2j to first + j * cp, pixel 2j + 1 to second + j * cp.
+  void split_rows(const void* base, int64_t src_index, int64_t cstride, int64_t nc, int64_t nw, float* first,
+                  float* second, bool zero_nonfinite, bool* found) const;
   // Whether rows of a source with these strides split into both column
   // phases in one pass (the split converter: planar fp32 slots, stride 2).
   bool splits_rows(int64_t wstride, int64_t cstride) const {
