@@ -383,6 +383,8 @@ const DwClKernels& depthwise_cl_kernels_for(int64_t groups, int threads, const D
 // stride 2 0.88x). On a Zen 5 the 16-lane blocks were the faster at every
 // size (56x56 1.10x, 112x112 1.08x, one thread).
 constexpr int64_t kNarrowPlanePixels = 56 * 56;
+// The most bytes of 16-bit output planes buffered in fp32 (about L1).
+constexpr int64_t kL1PlaneBytes = 32 * 1024;
 
 bool narrow_planes_suit(const Geometry& g, const PlanContext& ctx) {
   return ctx.zmm_in_halves && g.x_spatial() >= kNarrowPlanePixels;
@@ -561,17 +563,27 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
     p.w_dense = (p.kw == 1 || v.sw == 1) && (p.kh == 1 || v.sh == p.kw) && (p.kd == 1 || v.sd == p.kh * p.kw) &&
                 (p.cg == 1 || v.sc == ks) && v.sn == p.cg * ks;
   }
-  if (op.op != Op::bwd_weights && p.dst.dtype == DataType::f32) {
+  if (op.op != Op::bwd_weights) {
     const int64_t od = op.op == Op::fwd ? p.yd : p.xd, oh = op.op == Op::fwd ? p.yh : p.xh;
     const int64_t ow = op.op == Op::fwd ? p.yw : p.xw;
     const bool planes_contiguous = p.dst.sw == 1 && (oh == 1 || p.dst.sh == ow) && (od == 1 || p.dst.sd == oh * ow);
     // W planes plus the slack one row's vector tail spills into; beyond
     // about 1 MiB the buffer would leave L2 and row mode is as good.
     const Checked stride = (Checked(od) * oh * ow).rounded_up(16) + 16;
-    if (planes_contiguous && stride.at_most((int64_t{1} << 20) / (W * 4))) {
+    // A 16-bit output's planes narrow whole, as one row each, where row
+    // mode narrows each output row apart with its pixel tail through a
+    // partial store; but only while the buffer stays in L1, since it costs
+    // a pass of its own. fp16 gradInputs, 1 thread of a Zen 3, against row
+    // mode: dw s2 192@28 (25 KB of planes) 1.11x, 384@14 1.16x, 960@7
+    // 1.19x; 96@56 (100 KB) 0.95x, 96@57 level, 32@112 (400 KB) 0.86x.
+    const int64_t max_floats = p.dst.dtype == DataType::f32 ? (int64_t{1} << 20) / 4
+                               : p.dst.dtype == DataType::f16 || p.dst.dtype == DataType::bf16 ? kL1PlaneBytes / 4
+                                                                                               : 0;
+    if (planes_contiguous && stride.at_most(max_floats / W)) {
       p.plane_stride = stride.value();
       p.off_plane = layout.region(Checked(W) * stride);
-      p.stream_planes = !fits_in_cache(Checked(p.n) * p.groups * p.cout * od * oh * ow * 4, ctx);
+      p.stream_planes =
+          p.dst.dtype == DataType::f32 && !fits_in_cache(Checked(p.n) * p.groups * p.cout * od * oh * ow * 4, ctx);
     }
   }
   if (!layout.fits(op, ctx, threads, why)) return nullptr;

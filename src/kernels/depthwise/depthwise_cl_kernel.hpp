@@ -194,7 +194,9 @@ struct DwClKernel : DwViewRows<V> {
   // fifth of the fp32 depthwise layer's time on one thread; written in
   // place, dw 96@56 N4 ran 1.08x and its gradInput 1.15x-1.2x, dw s2 192@28
   // N8 1.07x-1.11x (2 threads, Zen 4, alternated).
-  static bool direct_planes(const DwClPlan& p, int64_t nv) { return p.plane_stride && !p.stream_planes && nv == W; }
+  static bool direct_planes(const DwClPlan& p, int64_t nv) {
+    return p.plane_stride && !p.stream_planes && nv == W && p.dst.dtype == DataType::f32;
+  }
 
   // A channels-last row of `count` pixels (row r of `rows`) back to NCHW:
   // straight into the output planes (direct_planes), into row r of each
@@ -234,6 +236,10 @@ struct DwClKernel : DwViewRows<V> {
                            int64_t plane) {
     if (!p.plane_stride || direct_planes(p, nv)) return;
     const DwView& v = p.dst;
+    if (v.dtype != DataType::f32) {
+      V::store_rows(planes, p.plane_stride, nv, plane, dst, v.dtype, v.off + n * v.sn + ch0 * v.sc, v.sc);
+      return;
+    }
     float* const out = static_cast<float*>(dst) + v.off + n * v.sn + ch0 * v.sc;
     if (!p.stream_planes) {
       for (int64_t c = 0; c < nv; ++c)

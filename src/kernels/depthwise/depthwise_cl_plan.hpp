@@ -44,12 +44,15 @@ struct DwClPlan : DwExtents {
   // shift (dy column m + shift in the padded plane), in tap order.
   std::vector<int64_t> phase_lo, phase_count, phase_begin, phase_tap, phase_shift;
 
-  // Plane mode (fp32 output whose channel planes are contiguous, fwd and
-  // bwd_data): floats between channels in the plane buffer; 0 = row mode.
+  // Plane mode (fp32, fp16 or bf16 output whose channel planes are
+  // contiguous, fwd and bwd_data): floats between channels in the fp32
+  // plane buffer; 0 = row mode.
   int64_t plane_stride = 0;
-  // Plane mode: the planes go out with non-temporal stores (a large output,
-  // which would only evict the operands from the cache), or ordinary ones
-  // (an output small enough to stay in the last-level cache for its reader).
+  // Plane mode, fp32: the planes go out with non-temporal stores (a large
+  // output, which would only evict the operands from the cache), or
+  // ordinary ones (an output small enough to stay in the last-level cache
+  // for its reader). 16-bit planes are narrowed and stored whole, plane by
+  // plane.
   bool stream_planes = true;
   // The weight view is dense ([G*K][C][kd][kh][kw] with unit last stride).
   bool w_dense = false;
