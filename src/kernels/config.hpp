@@ -32,6 +32,15 @@ struct DwClKernels {
   unsigned (*task)(const DwClPlan&, const void* a, const void* b, void* dst, int64_t task, float* scratch) = nullptr;
   bool (*fused)(const DwClFusedPlan&, const void* dy, const void* x, const void* w, void* const* dst, int64_t block,
                 float* scratch) = nullptr;
+  // The weight gradient prefetches the next images' rows while it sums one
+  // (DwClPlan::prefetch_images). Off for the 8-lane tiers: on a Zen 3 the
+  // layers ran faster without (2 threads, alternated: dw 96@56 N4 1.16x,
+  // dw s2 192@28 1.24x, 384@14 1.19x, 960@7 1.17x, g32 256@28 1.07x, 1D
+  // k3 256 1.04x, 3D 1.07x, least minima), the hardware prefetchers keeping
+  // up with the loads once the loader ran unrolled. On when the AVX-512
+  // tier runs them (16 lanes, or its 8-lane blocks), where it is unmeasured
+  // without.
+  bool prefetch_images = true;
 };
 
 struct DepthwiseKernels {

@@ -511,14 +511,15 @@ struct DwClKernel : DwViewRows<V> {
   // prefetches the matching share of the planes two images ahead (the first
   // image also fetches the second): a burst of a whole image's prefetches
   // would fill the miss queue and stall, and one image ahead is too short a
-  // distance when packing is most of an image's time.
+  // distance when packing is most of an image's time. Only where the tier
+  // asks for it (DwClPlan::prefetch_images; off on the 8-lane tiers).
   static constexpr int64_t kRowChunk = 8;
 
   // The share [r0, r1) of `rows` of image n's x rows (channels [x0, x0+nx))
   // and dy rows (channels [y0, y0+ny)), if image n exists.
   static void prefetch_image_share(const DwClPlan& p, const void* a, const void* b, int64_t n, int64_t x0,
                                    int64_t nx, int64_t y0, int64_t ny, int64_t r0, int64_t r1, int64_t rows) {
-    if (n >= p.n) return;
+    if (!p.prefetch_images || n >= p.n) return;
     const int64_t xrows = p.xd * p.xh;
     prefetch_rows(b, p.b, n, x0, nx, r0 * xrows / rows, r1 * xrows / rows, p.xh, p.xw);
     prefetch_rows(a, p.a, n, y0, ny, r0, r1, p.yh, p.yw);

@@ -54,6 +54,9 @@ struct DwClPlan : DwExtents {
   // for its reader). 16-bit planes are narrowed and stored whole, plane by
   // plane.
   bool stream_planes = true;
+  // bwd_weights: while an image is summed, the next images' x and dy rows
+  // are prefetched (DwClKernel::weights_image).
+  bool prefetch_images = true;
   // The weight view is dense ([G*K][C][kd][kh][kw] with unit last stride).
   bool w_dense = false;
   int64_t tasks = 0;
