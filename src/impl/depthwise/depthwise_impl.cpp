@@ -546,7 +546,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   }
   p.tasks = op.op == Op::bwd_weights ? p.blocks : p.n * p.blocks;
   p.ahead = threads;
-  p.prefetch_images = kernels.prefetch_images;
+  p.prefetch_ahead = kernels.prefetch_ahead;
   ScratchLayout layout;
   const bool wgrad = op.op == Op::bwd_weights;
   const int64_t out_row = op.op == Op::fwd ? p.yw_round : p.xw_round;

@@ -104,6 +104,7 @@ struct DwClKernel : DwViewRows<V> {
   // run for gradInput) calls it; bwd_data_rows says why the data gradient
   // prefetches nothing. Spread over the task, since a
   // burst of a whole task's prefetches fills the miss queue and stalls.
+  // Only where the tier asks for it (DwClPlan::prefetch_ahead).
   // Plane mode writes the output with non-temporal stores, which need no
   // line in the cache: fetching it would only add a read of the whole
   // output (a third more memory traffic on a depthwise gradInput). For an
@@ -111,7 +112,7 @@ struct DwClKernel : DwViewRows<V> {
   // dw s2 192@28 N8, Zen 4; measured when those planes were copied out,
   // before direct_planes wrote them in place).
   static void prefetch_task_share(const DwClPlan& p, const void* a, void* dst, int64_t t, int64_t r, int64_t rows) {
-    if (t >= p.tasks) return;
+    if (!p.prefetch_ahead || t >= p.tasks) return;
     const Chans ch = chans(p, t % p.blocks);
     const int64_t n = t / p.blocks;
     const int64_t in_rows = p.srcd * p.srch;
@@ -512,14 +513,14 @@ struct DwClKernel : DwViewRows<V> {
   // image also fetches the second): a burst of a whole image's prefetches
   // would fill the miss queue and stall, and one image ahead is too short a
   // distance when packing is most of an image's time. Only where the tier
-  // asks for it (DwClPlan::prefetch_images; off on the 8-lane tiers).
+  // asks for it (DwClPlan::prefetch_ahead; off on the 8-lane tiers).
   static constexpr int64_t kRowChunk = 8;
 
   // The share [r0, r1) of `rows` of image n's x rows (channels [x0, x0+nx))
   // and dy rows (channels [y0, y0+ny)), if image n exists.
   static void prefetch_image_share(const DwClPlan& p, const void* a, const void* b, int64_t n, int64_t x0,
                                    int64_t nx, int64_t y0, int64_t ny, int64_t r0, int64_t r1, int64_t rows) {
-    if (!p.prefetch_images || n >= p.n) return;
+    if (!p.prefetch_ahead || n >= p.n) return;
     const int64_t xrows = p.xd * p.xh;
     prefetch_rows(b, p.b, n, x0, nx, r0 * xrows / rows, r1 * xrows / rows, p.xh, p.xw);
     prefetch_rows(a, p.a, n, y0, ny, r0, r1, p.yh, p.yw);

@@ -54,9 +54,10 @@ struct DwClPlan : DwExtents {
   // for its reader). 16-bit planes are narrowed and stored whole, plane by
   // plane.
   bool stream_planes = true;
-  // bwd_weights: while an image is summed, the next images' x and dy rows
-  // are prefetched (DwClKernel::weights_image).
-  bool prefetch_images = true;
+  // Whether a task prefetches what comes next: bwd_weights, the next
+  // images' x and dy rows while it sums one (DwClKernel::weights_image);
+  // fwd, the next tasks' rows while it writes its own (prefetch_task_share).
+  bool prefetch_ahead = true;
   // The weight view is dense ([G*K][C][kd][kh][kw] with unit last stride).
   bool w_dense = false;
   int64_t tasks = 0;
