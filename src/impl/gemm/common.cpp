@@ -66,12 +66,12 @@ void ImageCopy::set_col_phases(int64_t step, int64_t taps, int64_t dilation) {
 int64_t ImageCopy::column_offset(int64_t e) const {
   if (col_step <= 1) return e * cp;
   const auto at = std::find(col_phases.begin(), col_phases.end(), e % col_step);
-  return (at - col_phases.begin()) * ext[1] * row_floats() + e / col_step * cp;
+  return (at - col_phases.begin()) * phase_floats() + e / col_step * cp;
 }
 
 void ImageCopy::copy_phases(const void* base, int64_t src_row, int64_t wstride, int64_t cstride, int64_t nc,
                             int64_t w_lo, int64_t w_hi, float* o, bool zero_nonfinite, bool* found) const {
-  const int64_t pc = phase_cols(), phase_pitch = ext[1] * row_floats();
+  const int64_t pc = phase_cols(), phase_pitch = phase_floats();
   // Both phases of a planar row go through one pass of loads (the split
   // converter); else each stored phase reads every col_step-th column.
   const bool split = splits_rows(wstride, cstride);
@@ -136,7 +136,7 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
     // are phase 0's rows one after the other, its odd ones phase 1's.
     if (unpadded && col_step > 1 && ext[2] % 2 == 0 && splits_rows(st.sp[2], st.ch)) {
       split_rows(base, st.offset + n * st.n + (g * cg + c0) * st.ch + x0 * st.sp[0], st.ch, nc, ext[1] * ext[2], out,
-                 out + ext[1] * row_floats(), zero_nonfinite, found);
+                 out + phase_floats(), zero_nonfinite, found);
       continue;
     }
     if (col_step <= 1 && unpadded) {
@@ -150,7 +150,7 @@ void ImageCopy::copy_plane(const void* base, int64_t n, int64_t plane, float* ds
       const int64_t x1 = e1 - lo[1];
       if (x1 < 0 || x1 >= src[1] || w_lo >= w_hi) {
         for (size_t q = 0; q < std::max<size_t>(col_phases.size(), 1); ++q)
-          std::memset(o + static_cast<int64_t>(q) * ext[1] * row, 0, static_cast<size_t>(row) * sizeof(float));
+          std::memset(o + static_cast<int64_t>(q) * phase_floats(), 0, static_cast<size_t>(row) * sizeof(float));
         continue;
       }
       // Source element of stored column 0 (before any padding).

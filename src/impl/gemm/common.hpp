@@ -178,16 +178,17 @@ struct ImageCopy {
   int64_t row_pixels() const {
     return col_step > 1 ? static_cast<int64_t>(col_phases.size()) * phase_cols() : ext[2];
   }
-  // Floats from a stored row to the next (within a phase), from a plane to
-  // the next, and from a plane's start to its row 0's stored column e (of a
-  // stored residue).
+  // Floats from a stored row to the next (within a phase), from a column
+  // phase of a plane to the next, from a plane to the next, and from a
+  // plane's start to its row 0's stored column e (of a stored residue).
   int64_t row_floats() const { return phase_cols() * cp; }
+  int64_t phase_floats() const { return ext[1] * row_floats(); }
   int64_t plane_floats() const { return ext[1] * row_pixels() * cp; }
   int64_t column_offset(int64_t e) const;
 
   int64_t slots() const { return pairs ? (cg + 1) / 2 : cg; }  // per pixel, unpadded
   int64_t blocks() const { return (slots() + cp - 1) / cp; }
-  int64_t block_floats() const { return ext[0] * ext[1] * row_pixels() * cp; }
+  int64_t block_floats() const { return ext[0] * plane_floats(); }
   int64_t image_floats() const { return blocks() * block_floats(); }
   int64_t planes() const { return groups * ext[0]; }  // copy tasks per image
   // Copies plane (g, e0) of image n into dst (the copy of that image, all groups).
@@ -206,7 +207,7 @@ struct ImageCopy {
   void copy_rows(const void* base, int64_t src_index, int64_t cstride, int64_t wstride, int64_t nc, int64_t nw,
                  float* o, bool zero_nonfinite, bool* found) const;
   // Stores the source columns [w_lo, w_hi) (stored positions) of a row into
-  // its column phases, phase q's row from o + q * ext[1] * row_floats(),
+  // its column phases, phase q's row from o + q * phase_floats(),
   // zeros elsewhere; src_row: the source element of stored column 0.
   void copy_phases(const void* base, int64_t src_row, int64_t wstride, int64_t cstride, int64_t nc, int64_t w_lo,
                    int64_t w_hi, float* o, bool zero_nonfinite, bool* found) const;
