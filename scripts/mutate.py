@@ -102,8 +102,8 @@ MUTANTS = [
      "(void)d;",
      "the small-channel data gradient's bf16 weight pairs keep stale workspace past the last column and an odd K"),
     ("depthwise_cl_wide_blocks_drop_a_bit", "src/kernels/avx512/depthwise_simd_avx512.hpp",
-     "  static void transpose(R* r) { transpose16x16(r); }",
-     "  static void transpose(R* r) {\n    transpose16x16(r);\n    for (int c = 0; c < 16; ++c)\n"
+     "  [[gnu::always_inline]] static void transpose(R* r) { transpose16x16(r); }",
+     "  [[gnu::always_inline]] static void transpose(R* r) {\n    transpose16x16(r);\n    for (int c = 0; c < 16; ++c)\n"
      "      r[c] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(r[c]), _mm512_set1_epi32(~1)));\n  }",
      "the 16-channel depthwise blocks pack operands a last bit off (within tolerance, but not the 8-channel blocks' bits)"),
     ("depthwise_cl_wide_blocks_skip_last_channel", "src/kernels/depthwise/depthwise_view_rows.hpp",

@@ -76,7 +76,9 @@ struct VecAvx512 {
     }
   }
 
-  static void transpose(R* r) { transpose16x16(r); }
+  // Always inlined, as transpose16x16 is: out of line, the caller's 16
+  // registers go through memory both ways.
+  [[gnu::always_inline]] static void transpose(R* r) { transpose16x16(r); }
   static void stream(float* p, R v) { stream16(p, v); }
   static void transpose_block(const float* in, int64_t is, float* out, int64_t os) {
     dw_vector_transpose_block<VecAvx512>(in, is, out, os);

@@ -31,7 +31,7 @@ struct Avx512Lanes {
     else
       return float_to_bf16x16(v);
   }
-  static void transpose(R* r) { transpose16x16(r); }
+  [[gnu::always_inline]] static void transpose(R* r) { transpose16x16(r); }  // as in VecAvx512
   static void store(uint16_t* p, H h) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h); }
   // Natively one masked store (masked-off lanes are never written); through
   // a copy under SIMDe (simd.hpp), which has no masked stores.

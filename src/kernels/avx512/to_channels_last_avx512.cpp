@@ -20,7 +20,7 @@ struct Avx512Lanes {
   static R load_partial(const void* base, int64_t i, int64_t n) { return load_partial16<T>(base, i, n); }
   template <OperandRounding Rn>
   static R round(R v) { return round16<Rn>(v); }
-  static void transpose(R* r) { transpose16x16(r); }
+  [[gnu::always_inline]] static void transpose(R* r) { transpose16x16(r); }  // as in VecAvx512
   static R even(R a, R b) {
     const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     return _mm512_permutex2var_ps(a, idx, b);
