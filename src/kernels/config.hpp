@@ -32,17 +32,6 @@ struct DwClKernels {
   unsigned (*task)(const DwClPlan&, const void* a, const void* b, void* dst, int64_t task, float* scratch) = nullptr;
   bool (*fused)(const DwClFusedPlan&, const void* dy, const void* x, const void* w, void* const* dst, int64_t block,
                 float* scratch) = nullptr;
-  // Software prefetches of the rows a task reads next (DwClPlan::
-  // prefetch_ahead): the weight gradient's of the next images, the forward
-  // kernel's of the next tasks. Off for the 8-lane tiers: on a Zen 3 the
-  // layers ran faster without (2 threads, alternated, least minima: weight
-  // gradient and fused pass, dw 96@56 N4 1.16x, dw s2 192@28 1.24x, 384@14
-  // 1.19x, 960@7 1.17x, g32 256@28 1.07x, 1D k3 256 1.04x, 3D 1.07x;
-  // transposed layers' gradInput, dw 144@56 1.08x, 4x4 s2 192@14 1.34x,
-  // fp16 96@56 1.21x), the hardware prefetchers keeping up once the loader
-  // ran unrolled. On when the AVX-512 tier runs them (16 lanes, or its
-  // 8-lane blocks), where it is unmeasured without.
-  bool prefetch_ahead = true;
 };
 
 struct DepthwiseKernels {

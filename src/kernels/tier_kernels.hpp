@@ -56,8 +56,7 @@
         {MR, NR, &ns::f32_gemm_##gemm_shape##_gather, &ns::f32_gemm_##gemm_shape##_strided,                 \
          "f32_gemm_" #gemm_shape "_" #ns},                                                                  \
         &ns::to_channels_last, &ns::store_row, &ns::any_nonfinite,                                          \
-        {8, &ns::depthwise_task, {8, &ns::depthwise_cl_task, &ns::depthwise_cl_fused, false}},              \
-        {8, &ns::bias_task},                                                                                \
+        {8, &ns::depthwise_task, {8, &ns::depthwise_cl_task, &ns::depthwise_cl_fused}}, {8, &ns::bias_task}, \
         {}, {}, {}, &ns::store_rows, &::convbwd::detail::scalar::bf16_pairs_channels_last, &ns::store_columns, \
         &ns::add_row, &ns::interleave_pair_rows, &ns::shift_pair_words, &ns::to_channels_last_split           \
   }

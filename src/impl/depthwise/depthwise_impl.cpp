@@ -545,8 +545,6 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
           p.toff.push_back(((rd * p.dd * p.lh + rh * p.dh) * p.rw + r * p.dw) * W);
   }
   p.tasks = op.op == Op::bwd_weights ? p.blocks : p.n * p.blocks;
-  p.ahead = threads;
-  p.prefetch_ahead = kernels.prefetch_ahead;
   ScratchLayout layout;
   const bool wgrad = op.op == Op::bwd_weights;
   const int64_t out_row = op.op == Op::fwd ? p.yw_round : p.xw_round;

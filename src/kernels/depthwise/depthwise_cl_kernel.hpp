@@ -38,7 +38,6 @@ struct DwClKernel : DwViewRows<V> {
 
   using DwViewRows<V>::load_row;
   using DwViewRows<V>::store_row;
-  using DwViewRows<V>::prefetch;
 
   // Elements [0, count) of the rows of nv channels whose first starts at
   // element `first`, channels last into out: count rounded up to W pixels of
@@ -83,42 +82,6 @@ struct DwClKernel : DwViewRows<V> {
       }
     }
     return p.report_nonfinite && V::any_nonfinite(out, p.ld * p.lh * p.rw * W);
-  }
-
-  // Rows [r0, r1) (flattened (d, h)) of channels [ch0, ch0+nv) of image n.
-  static void prefetch_rows(const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv, int64_t r0,
-                            int64_t r1, int64_t hh, int64_t ww) {
-    if (v.sw != 1) return;
-    const int64_t es = static_cast<int64_t>(size_of(v.dtype));
-    const auto* b = static_cast<const char*>(base);
-    for (int64_t c = 0; c < nv; ++c)
-      for (int64_t r = r0; r < r1; ++r) {
-        const char* row = b + (v.off + n * v.sn + (ch0 + c) * v.sc + r / hh * v.sd + r % hh * v.sh) * es;
-        for (int64_t i = 0; i < ww * es; i += 64) V::prefetch(row + i);
-        V::prefetch(row + ww * es - 1);
-      }
-  }
-
-  // While writing output row r of `rows`, the matching share of task t's
-  // input and output rows. Only the forward kernel (which transposed layers
-  // run for gradInput) calls it; bwd_data_rows says why the data gradient
-  // prefetches nothing. Spread over the task, since a
-  // burst of a whole task's prefetches fills the miss queue and stalls.
-  // Only where the tier asks for it (DwClPlan::prefetch_ahead).
-  // Plane mode writes the output with non-temporal stores, which need no
-  // line in the cache: fetching it would only add a read of the whole
-  // output (a third more memory traffic on a depthwise gradInput). For an
-  // output that stays in cache, fetching it ran 0.96x-0.97x (dw 96@56 N4,
-  // dw s2 192@28 N8, Zen 4; measured when those planes were copied out,
-  // before direct_planes wrote them in place).
-  static void prefetch_task_share(const DwClPlan& p, const void* a, void* dst, int64_t t, int64_t r, int64_t rows) {
-    if (!p.prefetch_ahead || t >= p.tasks) return;
-    const Chans ch = chans(p, t % p.blocks);
-    const int64_t n = t / p.blocks;
-    const int64_t in_rows = p.srcd * p.srch;
-    prefetch_rows(a, p.a, n, ch.in0, ch.nin, r * in_rows / rows, (r + 1) * in_rows / rows, p.srch, p.srcw);
-    if (p.plane_stride) return;
-    prefetch_rows(dst, p.dst, n, ch.out0, ch.nout, r, r + 1, p.yh, p.yw);
   }
 
   // The channels of block bk on the op's input and output side: W groups
@@ -310,7 +273,6 @@ struct DwClKernel : DwViewRows<V> {
           if (o + 2 <= p.yw) fwd_cols<2>(xr + o * step, step, w, toff, ks, orow + o * W), o += 2;
           if (o < p.yw) fwd_cols<1>(xr + o * step, step, w, toff, ks, orow + o * W);
         }
-        prefetch_task_share(p, a, dst, task + p.ahead, od * p.yh + oh, p.yd * p.yh);
         const DwView& v = p.dst;
         // tmp rows are rewritten in full (yw_round columns) before each store.
         unpack_row(p, orow, p.yw, p.yw_round, dst, v.off + n * v.sn + ch.out0 * v.sc + od * v.sd + oh * v.sh, ch.nout,
@@ -443,13 +405,13 @@ struct DwClKernel : DwViewRows<V> {
   }
 
   // dx of image n, channels ch, from the packed dy plane `in` and weights
-  // `w`: row by row, then the plane flush. Unlike the forward kernel it
-  // prefetches nothing: fetching the next task's dy rows ran 1.04x-1.16x
-  // slower on a Zen 4 (data gradient alone, alternated with fresh copies:
-  // dw 96@56, 144@56, s2 192@28, 384@14), the prefetches stalling on a full
-  // miss queue; in the fused pass the weight gradient's prefetch_image_share
-  // fetches the next images' dy rows anyway (fetching them twice there cost
-  // 1.04x-1.11x).
+  // `w`: row by row, then the plane flush. No kernel here prefetches the
+  // next task's or image's rows: on a Zen 4 such prefetches made the data
+  // gradient 1.04x-1.16x slower (dw 96@56, 144@56, s2 192@28, 384@14), and
+  // once the loader ran unrolled (2735df1) the weight gradient's and the
+  // forward kernel's cost 1.04x-1.34x on a Zen 3 and 1.05x-1.23x on a Zen 4
+  // (16-lane blocks; the 8-lane ones level), the hardware prefetchers
+  // keeping up (bench/RESULTS.md, sessions 34 and 35).
   static void bwd_data_rows(const DwClPlan& p, void* dst, int64_t n, const Chans& ch, const float* in,
                             const float* w, float* s) {
     float* xrow = s + p.off_row;
@@ -508,23 +470,12 @@ struct DwClKernel : DwViewRows<V> {
     flush_planes(p, s + p.off_plane, dst, n, ch.out0, ch.nout, p.xd * p.xh * p.xw);
   }
 
-  // gradWeight passes over an image's dy rows in chunks, and between chunks
-  // prefetches the matching share of the planes two images ahead (the first
-  // image also fetches the second): a burst of a whole image's prefetches
-  // would fill the miss queue and stall, and one image ahead is too short a
-  // distance when packing is most of an image's time. Only where the tier
-  // asks for it (DwClPlan::prefetch_ahead; off on the 8-lane tiers).
+  // gradWeight passes over an image's dy rows in chunks, each chunk once per
+  // group of taps (and, grouped, of out-channels), so that the chunk's x and
+  // dy rows are read again from L1. Per output the order of the terms does
+  // not depend on the chunks (the sums go through memory as fp32 between
+  // them).
   static constexpr int64_t kRowChunk = 8;
-
-  // The share [r0, r1) of `rows` of image n's x rows (channels [x0, x0+nx))
-  // and dy rows (channels [y0, y0+ny)), if image n exists.
-  static void prefetch_image_share(const DwClPlan& p, const void* a, const void* b, int64_t n, int64_t x0,
-                                   int64_t nx, int64_t y0, int64_t ny, int64_t r0, int64_t r1, int64_t rows) {
-    if (!p.prefetch_ahead || n >= p.n) return;
-    const int64_t xrows = p.xd * p.xh;
-    prefetch_rows(b, p.b, n, x0, nx, r0 * xrows / rows, r1 * xrows / rows, p.xh, p.xw);
-    prefetch_rows(a, p.a, n, y0, ny, r0, r1, p.yh, p.yw);
-  }
 
   // ---- bwd_weights: dw[t] = sum_{n, o} dy[o] x[o*s + tap t] ---------------
   // A packed dy plane as the weight gradient reads it: pixel (od, oh, ow) at
@@ -623,7 +574,7 @@ struct DwClKernel : DwViewRows<V> {
     for (int64_t n = 0; n < p.n; ++n) {
       if (pack_plane(p, b, p.b, n, wc.x0, wc.nx, xbuf)) nonfinite |= kNonfiniteB;
       if (pack_dy(p, a, n, wc.y0, wc.ny, ybuf)) nonfinite |= kNonfiniteA;
-      weights_image(p, a, b, n, wc, xbuf, own_dy(p, ybuf), acc);
+      weights_image(p, xbuf, own_dy(p, ybuf), acc);
     }
     store_weights(p, dst, task, acc, tmp);
     return nonfinite;
@@ -632,14 +583,11 @@ struct DwClKernel : DwViewRows<V> {
   // Adds image n's terms into acc, from its packed x plane and dy plane y.
   // Per output the order is n, then pixels: the same bits whichever plane
   // the dy values come from.
-  static void weights_image(const DwClPlan& p, const void* a, const void* b, int64_t n, const WChans& wc,
-                            const float* xbuf, const YPlane& y, float* acc) {
+  static void weights_image(const DwClPlan& p, const float* xbuf, const YPlane& y, float* acc) {
     const int64_t ks = p.kd * p.kh * p.kw;
     const int64_t rows = p.yd * p.yh;
     for (int64_t r0 = 0; r0 < rows; r0 += kRowChunk) {
       const int64_t r1 = std::min(rows, r0 + kRowChunk);
-      prefetch_image_share(p, a, b, n + 2, wc.x0, wc.nx, wc.y0, wc.ny, r0, r1, rows);
-      if (n == 0) prefetch_image_share(p, a, b, 1, wc.x0, wc.nx, wc.y0, wc.ny, r0, r1, rows);
       if (p.grouped) {
         for (int64_t t0 = 0; t0 < ks; t0 += 3) {
           const int64_t nt = std::min<int64_t>(3, ks - t0);
@@ -721,7 +669,7 @@ struct DwClKernel : DwViewRows<V> {
       else if (p.bias)
         bias_image<8>(pd, y, lanes);
       nonfinite |= pack_plane(pw, x, pw.b, n, wc.x0, wc.nx, xbuf);
-      weights_image(pw, dy, x, n, wc, xbuf, y, acc);
+      weights_image(pw, xbuf, y, acc);
     }
     store_weights(pw, dst[1], bk, acc, sw + pw.off_tmp);
     if (p.bias) {

@@ -54,17 +54,9 @@ struct DwClPlan : DwExtents {
   // for its reader). 16-bit planes are narrowed and stored whole, plane by
   // plane.
   bool stream_planes = true;
-  // Whether a task prefetches what comes next: bwd_weights, the next
-  // images' x and dy rows while it sums one (DwClKernel::weights_image);
-  // fwd, the next tasks' rows while it writes its own (prefetch_task_share).
-  bool prefetch_ahead = true;
   // The weight view is dense ([G*K][C][kd][kh][kw] with unit last stride).
   bool w_dense = false;
   int64_t tasks = 0;
-  // Tasks are handed out dynamically, one at a time: with T threads the
-  // task a thread takes next is most likely its current one + T, whose
-  // planes it prefetches.
-  int64_t ahead = 1;
   // Check the fp32 copies of the operands for NaN and +-Inf (OpArgs::found);
   // a task then returns which operands held any (kNonfiniteA, kNonfiniteB).
   bool report_nonfinite = false;
