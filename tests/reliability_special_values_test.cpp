@@ -131,6 +131,13 @@ const char* const kShapes[] = {
     "mb2g16ic16ih6oc16kh3ph1",
     "mb2g16ic16ih6oc16kh3ph1_tr",
     "mb2g8ic8ih7iw5oc8kh3kw3sh2sw2ph1pw1",
+    // Rows wider than a block of pixels, with a full channel block (whose
+    // loader tests its registers for NaN/Inf) and a partial one (which
+    // scans what it wrote), on 8- and 16-lane tiers; after the operand
+    // rounding too (-70000 becomes Inf under USE_FP16).
+    "mb2g20ic20ih3iw37oc20kh3ph1",
+    "mb2g20ic20ih3iw37oc20kh3ph1_dtf16",
+    "mb2g20ic20ih3iw37oc20kh3ph1_math2",
     "mb2g2ic16ih6oc16kh3ph1",
     "mb2ic3ih9oc20kh3sh2ph1",
     "mb2ic1iw23oc24kw4sw2dw1pw3",

@@ -28,6 +28,16 @@ struct VecAvx2 {
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   static bool any_nonfinite(const float* p, int64_t n) { return avx2::any_nonfinite(p, n); }
   static R zero() { return _mm256_setzero_ps(); }
+  // As VecAvx512's: |v|'s bits are at least 0x7f800000 exactly for NaN and
+  // +-Inf. Magnitudes are below 2^31, so the signed compares order them.
+  static R max_magnitude(R acc, R v) {
+    const __m256i m = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff));
+    return _mm256_castsi256_ps(_mm256_max_epi32(_mm256_castps_si256(acc), m));
+  }
+  static bool beyond_finite(R mag) {
+    const __m256i big = _mm256_cmpgt_epi32(_mm256_castps_si256(mag), _mm256_set1_epi32(0x7f7fffff));
+    return _mm256_movemask_ps(_mm256_castsi256_ps(big)) != 0;
+  }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   static R bcast(const float* p) { return _mm256_broadcast_ss(p); }
@@ -80,9 +90,9 @@ struct VecAvx2 {
   static void transpose_block(const float* in, int64_t is, float* out, int64_t os) {
     dw_vector_transpose_block<VecAvx2>(in, is, out, os);
   }
-  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
-                                   OperandRounding rnd, float* out) {
-    dw_vector_load_rows_transposed<VecAvx2>(base, dt, rows, nv, n, rnd, out);
+  static bool load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                   OperandRounding rnd, float* out, bool check) {
+    return dw_vector_load_rows_transposed<VecAvx2>(base, dt, rows, nv, n, rnd, out, check);
   }
   static void stream_row(const float* in, int64_t n, float* out) { dw_vector_stream_row<VecAvx2>(in, n, out); }
   // Orders the non-temporal stores before the task's completion is published.

@@ -28,6 +28,15 @@ struct VecAvx512 {
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   static bool any_nonfinite(const float* p, int64_t n) { return CONVBWD_AVX512_NS::any_nonfinite(p, n); }
   static R zero() { return _mm512_setzero_ps(); }
+  // |v|'s bits, as unsigned integers, are 0x7f800000 or more exactly for
+  // NaN and +-Inf; the larger of those and acc's lane by lane.
+  static R max_magnitude(R acc, R v) {
+    const __m512i m = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+    return _mm512_castsi512_ps(_mm512_max_epu32(_mm512_castps_si512(acc), m));
+  }
+  static bool beyond_finite(R mag) {
+    return _mm512_cmpge_epu32_mask(_mm512_castps_si512(mag), _mm512_set1_epi32(0x7f800000)) != 0;
+  }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   static R bcast(const float* p) { return _mm512_set1_ps(*p); }
@@ -83,9 +92,9 @@ struct VecAvx512 {
   static void transpose_block(const float* in, int64_t is, float* out, int64_t os) {
     dw_vector_transpose_block<VecAvx512>(in, is, out, os);
   }
-  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
-                                   OperandRounding rnd, float* out) {
-    dw_vector_load_rows_transposed<VecAvx512>(base, dt, rows, nv, n, rnd, out);
+  static bool load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                   OperandRounding rnd, float* out, bool check) {
+    return dw_vector_load_rows_transposed<VecAvx512>(base, dt, rows, nv, n, rnd, out, check);
   }
   static void stream_row(const float* in, int64_t n, float* out) { dw_vector_stream_row<VecAvx512>(in, n, out); }
   // Orders the non-temporal stores before the task's completion is published.

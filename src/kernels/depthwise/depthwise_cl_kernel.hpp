@@ -41,18 +41,24 @@ struct DwClKernel : DwViewRows<V> {
 
   // Elements [0, count) of the rows of nv channels whose first starts at
   // element `first`, channels last into out: count rounded up to W pixels of
-  // W lanes, lanes nv.. and pixels past count +0. (Testing NaN/Inf in the
-  // loaders' registers instead of the planes' pass afterwards made the AVX2
-  // loader 1.18x slower on the 144@56 fused pass: it was dropped.)
-  static void load_rows_block(const void* base, const DwView& v, int64_t first, int64_t nv, int64_t count,
-                              OperandRounding rnd, float* out) {
+  // W lanes, lanes nv.. and pixels past count +0. Returns whether it wrote
+  // a NaN or +-Inf, if `check` asks (the full blocks test their registers:
+  // dw_load_w_rows).
+  static bool load_rows_block(const void* base, const DwView& v, int64_t first, int64_t nv, int64_t count,
+                              OperandRounding rnd, float* out, bool check) {
     int64_t rows[W];
     for (int64_t c = 0; c < nv; ++c) rows[c] = first + c * v.sc;
-    if (v.sw == 1)
-      V::load_rows_transposed(base, v.dtype, rows, nv, count, rnd, out);
-    else
+    // Zeroed, they hold none.
+    check = check && !v.zero_nonfinite;
+    bool found = false;
+    if (v.sw == 1) {
+      found = V::load_rows_transposed(base, v.dtype, rows, nv, count, rnd, out, check);
+    } else {
       dw_load_rows_transposed_generic(base, v.dtype, rows, v.sw, nv, count, rnd, W, out);
+      found = check && V::any_nonfinite(out, dw_round_up(count, W) * W);
+    }
     if (v.zero_nonfinite) zero_nonfinite(out, dw_round_up(count, W) * W);
+    return found;
   }
 
   static void zero_pixels(float* out, int64_t pixels) {
@@ -65,6 +71,7 @@ struct DwClKernel : DwViewRows<V> {
   static bool pack_plane(const DwClPlan& p, const void* base, const DwView& v, int64_t n, int64_t ch0, int64_t nv,
                          float* out) {
     const int64_t row = p.rw * W;
+    bool found = false;
     for (int64_t dp = 0; dp < p.ld; ++dp) {
       const int64_t d = dp - p.bd;
       for (int64_t hp = 0; hp < p.lh; ++hp) {
@@ -76,12 +83,12 @@ struct DwClKernel : DwViewRows<V> {
         }
         zero_pixels(o, p.bw);
         // Columns past the row become the zero padding after it.
-        load_rows_block(base, v, v.off + n * v.sn + ch0 * v.sc + d * v.sd + h * v.sh, nv, p.srcw, p.rounding,
-                        o + p.bw * W);
+        found |= load_rows_block(base, v, v.off + n * v.sn + ch0 * v.sc + d * v.sd + h * v.sh, nv, p.srcw,
+                                 p.rounding, o + p.bw * W, p.report_nonfinite);
         zero_pixels(o + (p.bw + p.srcw_round) * W, p.rw - p.bw - p.srcw_round);
       }
     }
-    return p.report_nonfinite && V::any_nonfinite(out, p.ld * p.lh * p.rw * W);
+    return found;  // the zero padding holds none
   }
 
   // The channels of block bk on the op's input and output side: W groups
@@ -710,11 +717,12 @@ struct DwClKernel : DwViewRows<V> {
   // Returns whether they hold a NaN or +-Inf, if p.report_nonfinite asks.
   static bool pack_dy(const DwClPlan& p, const void* base, int64_t n, int64_t ch0, int64_t nv, float* out) {
     const DwView& v = p.a;
+    bool found = false;
     for (int64_t od = 0; od < p.yd; ++od)
       for (int64_t oh = 0; oh < p.yh; ++oh)
-        load_rows_block(base, v, v.off + n * v.sn + ch0 * v.sc + od * v.sd + oh * v.sh, nv, p.yw, p.rounding,
-                        out + (od * p.yh + oh) * p.yw_round * W);
-    return p.report_nonfinite && V::any_nonfinite(out, p.yd * p.yh * p.yw_round * W);
+        found |= load_rows_block(base, v, v.off + n * v.sn + ch0 * v.sc + od * v.sd + oh * v.sh, nv, p.yw,
+                                 p.rounding, out + (od * p.yh + oh) * p.yw_round * W, p.report_nonfinite);
+    return found;
   }
 
   static unsigned task(const DwClPlan& p, const void* a, const void* b, void* dst, int64_t t, float* s) {

@@ -37,8 +37,11 @@ inline void dw_vector_load_row(const void* base, DataType dt, int64_t off, int64
 // The channel-blocked kernels' row helpers of the vector types, written once
 // over V (VecAvx2, VecAvx512: W lanes, zero(), store(), load(),
 // from(base, dt, i), from_partial(base, dt, i, n), round(v, rnd),
-// transpose(r) of a W x W block in registers, and stream(p, v), a
-// non-temporal store of W floats at a W*4-byte-aligned p).
+// transpose(r) of a W x W block in registers, stream(p, v), a
+// non-temporal store of W floats at a W*4-byte-aligned p, any_nonfinite(p,
+// n), max_magnitude(acc, v), the lane-wise larger of acc and |v| compared
+// as unsigned bit patterns, and beyond_finite(acc), whether such a
+// magnitude is NaN or +-Inf in any lane).
 
 // Elements [0, n) of up to W contiguous rows (row c at element rows[c] of
 // base, c < nv), channels last: out[j*W + c] for j < n rounded up to W,
@@ -54,35 +57,52 @@ inline void dw_vector_load_row(const void* base, DataType dt, int64_t off, int64
 // took 1/1.32 of the time, the fp32 one 1/1.06; with the pixel tail
 // unrolled too, dw s2 192@28's gradInput (rows of 14 and 28 pixels) a
 // further 1/1.27 (fp32) and 1/1.12 (fp16).
+//
+// Returns whether a value it wrote is NaN or +-Inf, if `check` asks. The
+// full blocks test the registers they load (the largest magnitude so far,
+// V::max_magnitude), which costs two operations a vector where a scan of
+// the written plane afterwards (V::any_nonfinite) read it all again: that
+// scan was 8-10% of a depthwise layer on one thread. The other rows scan
+// what they wrote.
 template <class V, DataType T, OperandRounding R>
-inline void dw_load_w_rows(const void* base, const int64_t* rows, int64_t n, float* out) {
+inline bool dw_load_w_rows(const void* base, const int64_t* rows, int64_t n, float* out) {
   constexpr int64_t W = V::W;
+  typename V::R mag = V::zero();
   int64_t j = 0;
   for (; j + W <= n; j += W) {
     typename V::R r[W];
-    _Pragma("GCC unroll 16") for (int c = 0; c < W; ++c) r[c] = V::round(V::from(base, T, rows[c] + j), R);
+    _Pragma("GCC unroll 16") for (int c = 0; c < W; ++c) {
+      r[c] = V::round(V::from(base, T, rows[c] + j), R);
+      mag = V::max_magnitude(mag, r[c]);
+    }
     V::transpose(r);
     _Pragma("GCC unroll 16") for (int i = 0; i < W; ++i) V::store(out + (j + i) * W, r[i]);
   }
   if (j < n) {  // the pixel tail: partial loads, +0 past it
     const int64_t cnt = n - j;
     typename V::R r[W];
-    _Pragma("GCC unroll 16") for (int c = 0; c < W; ++c) r[c] = V::round(V::from_partial(base, T, rows[c] + j, cnt), R);
+    _Pragma("GCC unroll 16") for (int c = 0; c < W; ++c) {
+      r[c] = V::round(V::from_partial(base, T, rows[c] + j, cnt), R);
+      mag = V::max_magnitude(mag, r[c]);
+    }
     V::transpose(r);
     _Pragma("GCC unroll 16") for (int i = 0; i < W; ++i) V::store(out + (j + i) * W, r[i]);
   }
+  return V::beyond_finite(mag);
 }
 
 template <class V, DataType T>
-inline void dw_vector_load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
-                                             OperandRounding rnd, float* out) {
+inline bool dw_vector_load_rows_transposed_t(const void* base, const int64_t* rows, int64_t nv, int64_t n,
+                                             OperandRounding rnd, float* out, bool check) {
   constexpr int64_t W = V::W;
   if (nv == W) {
+    bool found = false;
     switch (rnd) {
-      case OperandRounding::none: return dw_load_w_rows<V, T, OperandRounding::none>(base, rows, n, out);
-      case OperandRounding::hf32: return dw_load_w_rows<V, T, OperandRounding::hf32>(base, rows, n, out);
-      case OperandRounding::fp16: return dw_load_w_rows<V, T, OperandRounding::fp16>(base, rows, n, out);
+      case OperandRounding::none: found = dw_load_w_rows<V, T, OperandRounding::none>(base, rows, n, out); break;
+      case OperandRounding::hf32: found = dw_load_w_rows<V, T, OperandRounding::hf32>(base, rows, n, out); break;
+      case OperandRounding::fp16: found = dw_load_w_rows<V, T, OperandRounding::fp16>(base, rows, n, out); break;
     }
+    return check && found;
   }
   for (int64_t j = 0; j < n; j += W) {
     const int64_t cnt = std::min<int64_t>(W, n - j);
@@ -98,15 +118,18 @@ inline void dw_vector_load_rows_transposed_t(const void* base, const int64_t* ro
     V::transpose(r);
     for (int i = 0; i < W; ++i) V::store(out + (j + i) * W, r[i]);
   }
+  return check && V::any_nonfinite(out, dw_round_up(n, W) * W);
 }
 template <class V>
-inline void dw_vector_load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
-                                           OperandRounding rnd, float* out) {
+inline bool dw_vector_load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                           OperandRounding rnd, float* out, bool check) {
   switch (dt) {
-    case DataType::f32: return dw_vector_load_rows_transposed_t<V, DataType::f32>(base, rows, nv, n, rnd, out);
-    case DataType::f16: return dw_vector_load_rows_transposed_t<V, DataType::f16>(base, rows, nv, n, rnd, out);
-    case DataType::bf16: return dw_vector_load_rows_transposed_t<V, DataType::bf16>(base, rows, nv, n, rnd, out);
-    default: dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, V::W, out);
+    case DataType::f32: return dw_vector_load_rows_transposed_t<V, DataType::f32>(base, rows, nv, n, rnd, out, check);
+    case DataType::f16: return dw_vector_load_rows_transposed_t<V, DataType::f16>(base, rows, nv, n, rnd, out, check);
+    case DataType::bf16: return dw_vector_load_rows_transposed_t<V, DataType::bf16>(base, rows, nv, n, rnd, out, check);
+    default:
+      dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, V::W, out);
+      return check && V::any_nonfinite(out, dw_round_up(n, V::W) * V::W);
   }
 }
 

@@ -68,9 +68,10 @@ struct VecScalar {
       for (int j = 0; j < 8; ++j) t[j][i] = in[i * is + j];
     for (int j = 0; j < 8; ++j) std::memcpy(out + j * os, t[j], sizeof t[j]);
   }
-  static void load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
-                                   OperandRounding rnd, float* out) {
+  static bool load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
+                                   OperandRounding rnd, float* out, bool check) {
     dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
+    return check && any_nonfinite(out, dw_round_up(n, W) * W);
   }
   static void stream_row(const float* in, int64_t n, float* out) {
     std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
