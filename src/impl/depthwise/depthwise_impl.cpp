@@ -463,6 +463,7 @@ std::unique_ptr<OpKernel> plan_depthwise_cl(const OpSpec& op, const PlanContext&
   const int64_t W = kernels.lanes;
   DwClPlan p;
   p.lanes = W;
+  p.store_rows = cfg.store_rows;
   p.op = op.op;
   p.rounding = op.rounding;
   p.n = g.n;

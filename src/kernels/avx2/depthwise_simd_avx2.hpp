@@ -138,12 +138,6 @@ struct VecAvx2 {
     else
       avx2::store_row(in, n, base, dt, off, 1);
   }
-  // `rows` rows of n values, pitch floats apart in `in`, at base[off + i *
-  // row_stride ..), rounded once into dt.
-  static void store_rows(const float* in, int64_t pitch, int64_t rows, int64_t n, void* base, DataType dt, int64_t off,
-                         int64_t row_stride) {
-    avx2::store_rows(in, pitch, rows, n, base, dt, off, row_stride);
-  }
 };
 
 }  // namespace

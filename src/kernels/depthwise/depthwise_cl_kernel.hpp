@@ -191,7 +191,7 @@ struct DwClKernel : DwViewRows<V> {
     if (p.dst.sw == 1 && p.dst.dtype != DataType::f32) {
       // One call for the block's channel rows (a call per row, each a few
       // vectors long, was most of a 16-bit row's store).
-      V::store_rows(tmp, count_round, nv, count, dst, p.dst.dtype, off, p.dst.sc);
+      p.store_rows(tmp, count_round, nv, count, dst, p.dst.dtype, off, p.dst.sc);
       return;
     }
     for (int64_t c = 0; c < nv; ++c) store_row(tmp + c * count_round, count, dst, p.dst, off + c * p.dst.sc);
@@ -208,7 +208,7 @@ struct DwClKernel : DwViewRows<V> {
     if (!p.plane_stride || direct_planes(p, nv)) return;
     const DwView& v = p.dst;
     if (v.dtype != DataType::f32) {
-      V::store_rows(planes, p.plane_stride, nv, plane, dst, v.dtype, v.off + n * v.sn + ch0 * v.sc, v.sc);
+      p.store_rows(planes, p.plane_stride, nv, plane, dst, v.dtype, v.off + n * v.sn + ch0 * v.sc, v.sc);
       return;
     }
     float* const out = static_cast<float*>(dst) + v.off + n * v.sn + ch0 * v.sc;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/depthwise/depthwise_plan.hpp"
+#include "kernels/store_row.hpp"
 
 namespace convbwd::detail {
 
@@ -54,6 +55,12 @@ struct DwClPlan : DwExtents {
   // for its reader). 16-bit planes are narrowed and stored whole, plane by
   // plane.
   bool stream_planes = true;
+  // The tier's row store (KernelConfig::store_rows), which narrows the
+  // 16-bit outputs' rows and planes. Not the block width's own (V's): the
+  // avx512_bf16 tier's rounds bf16 with vcvtneps2bf16 (the same bits),
+  // where the avx512 one takes a dozen integer operations a vector; those
+  // were 45% of a bf16 dw s2 192@28 gradInput on a Zen 4 (one thread).
+  StoreRows store_rows = nullptr;
   // The weight view is dense ([G*K][C][kd][kh][kw] with unit last stride).
   bool w_dense = false;
   int64_t tasks = 0;
