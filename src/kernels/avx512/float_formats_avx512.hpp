@@ -163,10 +163,11 @@ inline void store_partial16(float* p, __m512 v, int64_t n) {
 // r[i] lane j becomes r[j] lane i, in place: 4x4 transposes within each
 // 128-bit lane (unpack, shuffle), then the 4x4 grid of 128-bit blocks
 // transposed by two rounds of block shuffles (64 shuffles per 256 floats).
-// Always inlined: called out of line, its 16 registers go through memory
-// both ways. GCC stopped inlining it into the unrolled depthwise loader
-// (dw_load_w_rows), whose bf16 weight gradient (dw s2 192@28, 1 thread of
-// a Zen 4) then ran 0.94x.
+// Always inlined, and so are the tiers' wrappers of it (VecAvx512 and the
+// Avx512Lanes of the converter and the row store): called out of line, the
+// 16 registers go through memory both ways. GCC had stopped inlining the
+// depthwise wrapper into the unrolled loader (dw_load_w_rows), whose bf16
+// weight gradient (dw s2 192@28, 1 thread of a Zen 4) then ran 0.94x.
 [[gnu::always_inline]] inline void transpose16x16(__m512* r) {
   __m512 a[16], b[16];
   for (int i = 0; i < 8; ++i) {
