@@ -55,7 +55,7 @@ struct DwClKernel : DwViewRows<V> {
       found = V::load_rows_transposed(base, v.dtype, rows, nv, count, rnd, out, check);
     } else {
       dw_load_rows_transposed_generic(base, v.dtype, rows, v.sw, nv, count, rnd, W, out);
-      found = check && V::any_nonfinite(out, dw_round_up(count, W) * W);
+      found = dw_rows_block_nonfinite<V>(out, count, check);
     }
     if (v.zero_nonfinite) zero_nonfinite(out, dw_round_up(count, W) * W);
     return found;

@@ -43,6 +43,14 @@ inline void dw_vector_load_row(const void* base, DataType dt, int64_t off, int64
 // as unsigned bit patterns, and beyond_finite(acc), whether such a
 // magnitude is NaN or +-Inf in any lane).
 
+// Whether the channels-last block a row loader wrote (n pixels rounded up
+// to W, of W lanes) holds a NaN or +-Inf, if `check` asks: the answer of
+// the loaders that do not test their registers (dw_load_w_rows does).
+template <class V>
+inline bool dw_rows_block_nonfinite(const float* out, int64_t n, bool check) {
+  return check && V::any_nonfinite(out, dw_round_up(n, V::W) * V::W);
+}
+
 // Elements [0, n) of up to W contiguous rows (row c at element rows[c] of
 // base, c < nv), channels last: out[j*W + c] for j < n rounded up to W,
 // rounded as rnd asks; rows c >= nv and elements past n are +0. Straight
@@ -118,7 +126,7 @@ inline bool dw_vector_load_rows_transposed_t(const void* base, const int64_t* ro
     V::transpose(r);
     for (int i = 0; i < W; ++i) V::store(out + (j + i) * W, r[i]);
   }
-  return check && V::any_nonfinite(out, dw_round_up(n, W) * W);
+  return dw_rows_block_nonfinite<V>(out, n, check);
 }
 template <class V>
 inline bool dw_vector_load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
@@ -129,7 +137,7 @@ inline bool dw_vector_load_rows_transposed(const void* base, DataType dt, const 
     case DataType::bf16: return dw_vector_load_rows_transposed_t<V, DataType::bf16>(base, rows, nv, n, rnd, out, check);
     default:
       dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, V::W, out);
-      return check && V::any_nonfinite(out, dw_round_up(n, V::W) * V::W);
+      return dw_rows_block_nonfinite<V>(out, n, check);
   }
 }
 

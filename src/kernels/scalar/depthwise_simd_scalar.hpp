@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/depthwise/depthwise_plan.hpp"
+#include "kernels/depthwise/depthwise_view_rows.hpp"
 #include "kernels/any_nonfinite.hpp"
 
 namespace convbwd::detail {
@@ -71,7 +72,7 @@ struct VecScalar {
   static bool load_rows_transposed(const void* base, DataType dt, const int64_t* rows, int64_t nv, int64_t n,
                                    OperandRounding rnd, float* out, bool check) {
     dw_load_rows_transposed_generic(base, dt, rows, 1, nv, n, rnd, W, out);
-    return check && any_nonfinite(out, dw_round_up(n, W) * W);
+    return dw_rows_block_nonfinite<VecScalar>(out, n, check);
   }
   static void stream_row(const float* in, int64_t n, float* out) {
     std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
